@@ -1,0 +1,285 @@
+package argoapp
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// ErrMalformedField is wrapped by DecodeSpec and DecodeStatus when a field holds a value
+// of the wrong type. A missing field, or an explicit null, is not an error: it decodes
+// to the zero value.
+var ErrMalformedField = errors.New("malformed field")
+
+// Spec holds the fields of an Application's spec that the addon reads.
+type Spec struct {
+	// Project is spec.project as written; see ProjectName for the effective project.
+	Project     string
+	Destination Destination
+	// Source is spec.source, nil when absent.
+	Source *Source
+	// Sources is spec.sources of a multi-source Application.
+	Sources []Source
+}
+
+// ProjectName returns the AppProject the Application uses: spec.project, or
+// DefaultProject when it is empty, as Argo CD reads it.
+func (s Spec) ProjectName() string {
+	if s.Project == "" {
+		return DefaultProject
+	}
+	return s.Project
+}
+
+// IsMultiSource reports whether the Application uses spec.sources. Argo CD then ignores
+// spec.source, and reports the revisions in status.sync.revisions.
+func (s Spec) IsMultiSource() bool {
+	return len(s.Sources) > 0
+}
+
+// Destination is spec.destination.
+type Destination struct {
+	Server    string
+	Name      string
+	Namespace string
+}
+
+// Source is one entry of spec.sources, or spec.source.
+type Source struct {
+	RepoURL        string
+	Path           string
+	TargetRevision string
+	Chart          string
+	Ref            string
+}
+
+// Status holds the fields of an Application's status that the addon reads.
+type Status struct {
+	Sync           SyncStatus
+	Health         HealthStatus
+	OperationState OperationState
+	Resources      []ResourceStatus
+	Conditions     []Condition
+}
+
+// SyncStatus is status.sync. Revision is set for a single-source Application, Revisions
+// for a multi-source one.
+type SyncStatus struct {
+	Status    string
+	Revision  string
+	Revisions []string
+}
+
+// HealthStatus is status.health, or the health of one resource.
+type HealthStatus struct {
+	Status  string
+	Message string
+}
+
+// OperationState is status.operationState. StartedAt is kept as written (RFC 3339), the
+// form in which the status feedback carries it.
+type OperationState struct {
+	Phase     string
+	StartedAt string
+	Message   string
+}
+
+// ResourceStatus is one entry of status.resources.
+type ResourceStatus struct {
+	Group     string
+	Version   string
+	Kind      string
+	Namespace string
+	Name      string
+	// Status is the sync status of the resource.
+	Status string
+	Health HealthStatus
+}
+
+// Condition is one entry of status.conditions.
+type Condition struct {
+	Type    string
+	Message string
+}
+
+// DecodeSpec decodes the spec of an Application. Missing fields decode to zero values;
+// a field of the wrong type returns an error wrapping ErrMalformedField that names its
+// path.
+func DecodeSpec(app *unstructured.Unstructured) (Spec, error) {
+	if app == nil {
+		return Spec{}, errors.New("decode application spec: nil application")
+	}
+	var r fieldReader
+	spec := r.object(app.Object, "", "spec")
+	out := Spec{
+		Project:     r.str(spec, ".spec", "project"),
+		Destination: r.destination(spec, ".spec"),
+	}
+	if source := r.object(spec, ".spec", "source"); source != nil {
+		s := r.source(source, ".spec.source")
+		out.Source = &s
+	}
+	for i, item := range r.list(spec, ".spec", "sources") {
+		path := ".spec.sources[" + strconv.Itoa(i) + "]"
+		out.Sources = append(out.Sources, r.source(r.element(item, path), path))
+	}
+	if r.err != nil {
+		return Spec{}, fmt.Errorf("decode spec of application %s/%s: %w", app.GetNamespace(), app.GetName(), r.err)
+	}
+	return out, nil
+}
+
+// DecodeStatus decodes the status of an Application. Missing fields decode to zero
+// values; a field of the wrong type returns an error wrapping ErrMalformedField that
+// names its path.
+func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
+	if app == nil {
+		return Status{}, errors.New("decode application status: nil application")
+	}
+	var r fieldReader
+	status := r.object(app.Object, "", "status")
+
+	sync := r.object(status, ".status", "sync")
+	out := Status{
+		Sync: SyncStatus{
+			Status:   r.str(sync, ".status.sync", "status"),
+			Revision: r.str(sync, ".status.sync", "revision"),
+		},
+		Health: r.health(status, ".status"),
+	}
+	for i, item := range r.list(sync, ".status.sync", "revisions") {
+		path := ".status.sync.revisions[" + strconv.Itoa(i) + "]"
+		revision, ok := item.(string)
+		if !ok && item != nil {
+			r.fail(path, "string", item)
+		}
+		out.Sync.Revisions = append(out.Sync.Revisions, revision)
+	}
+
+	operation := r.object(status, ".status", "operationState")
+	out.OperationState = OperationState{
+		Phase:     r.str(operation, ".status.operationState", "phase"),
+		StartedAt: r.str(operation, ".status.operationState", "startedAt"),
+		Message:   r.str(operation, ".status.operationState", "message"),
+	}
+
+	for i, item := range r.list(status, ".status", "resources") {
+		path := ".status.resources[" + strconv.Itoa(i) + "]"
+		resource := r.element(item, path)
+		out.Resources = append(out.Resources, ResourceStatus{
+			Group:     r.str(resource, path, "group"),
+			Version:   r.str(resource, path, "version"),
+			Kind:      r.str(resource, path, "kind"),
+			Namespace: r.str(resource, path, "namespace"),
+			Name:      r.str(resource, path, "name"),
+			Status:    r.str(resource, path, "status"),
+			Health:    r.health(resource, path),
+		})
+	}
+
+	for i, item := range r.list(status, ".status", "conditions") {
+		path := ".status.conditions[" + strconv.Itoa(i) + "]"
+		condition := r.element(item, path)
+		out.Conditions = append(out.Conditions, Condition{
+			Type:    r.str(condition, path, "type"),
+			Message: r.str(condition, path, "message"),
+		})
+	}
+
+	if r.err != nil {
+		return Status{}, fmt.Errorf("decode status of application %s/%s: %w", app.GetNamespace(), app.GetName(), r.err)
+	}
+	return out, nil
+}
+
+// fieldReader reads typed fields out of unstructured content. A field of the wrong type
+// reads as the zero value and the first such error is kept, so that decoding reads as a
+// list of assignments with one error check at the end. A missing field and an explicit
+// null both read as the zero value.
+type fieldReader struct {
+	err error
+}
+
+// fail records that the field at path holds got where a want was expected.
+func (r *fieldReader) fail(path, want string, got any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s is %T, want %s", ErrMalformedField, path, got, want)
+	}
+}
+
+// str reads the string field key of m, found at path.
+func (r *fieldReader) str(m map[string]any, path, key string) string {
+	value := m[key]
+	if value == nil {
+		return ""
+	}
+	s, ok := value.(string)
+	if !ok {
+		r.fail(path+"."+key, "string", value)
+	}
+	return s
+}
+
+// object reads the object field key of m, found at path.
+func (r *fieldReader) object(m map[string]any, path, key string) map[string]any {
+	return r.element(m[key], path+"."+key)
+}
+
+// list reads the list field key of m, found at path.
+func (r *fieldReader) list(m map[string]any, path, key string) []any {
+	value := m[key]
+	if value == nil {
+		return nil
+	}
+	items, ok := value.([]any)
+	if !ok {
+		r.fail(path+"."+key, "list", value)
+	}
+	return items
+}
+
+// element reads value, found at path, as an object.
+func (r *fieldReader) element(value any, path string) map[string]any {
+	if value == nil {
+		return nil
+	}
+	m, ok := value.(map[string]any)
+	if !ok {
+		r.fail(path, "object", value)
+	}
+	return m
+}
+
+// destination reads the destination field of m, found at path.
+func (r *fieldReader) destination(m map[string]any, path string) Destination {
+	destination := r.object(m, path, "destination")
+	path += ".destination"
+	return Destination{
+		Server:    r.str(destination, path, "server"),
+		Name:      r.str(destination, path, "name"),
+		Namespace: r.str(destination, path, "namespace"),
+	}
+}
+
+// source reads the source object m, found at path.
+func (r *fieldReader) source(m map[string]any, path string) Source {
+	return Source{
+		RepoURL:        r.str(m, path, "repoURL"),
+		Path:           r.str(m, path, "path"),
+		TargetRevision: r.str(m, path, "targetRevision"),
+		Chart:          r.str(m, path, "chart"),
+		Ref:            r.str(m, path, "ref"),
+	}
+}
+
+// health reads the health field of m, found at path.
+func (r *fieldReader) health(m map[string]any, path string) HealthStatus {
+	health := r.object(m, path, "health")
+	path += ".health"
+	return HealthStatus{
+		Status:  r.str(health, path, "status"),
+		Message: r.str(health, path, "message"),
+	}
+}

@@ -1,0 +1,139 @@
+// Package argoapp is what the hub and the spoke share about Argo CD Applications: the
+// labels, annotations and status feedback names of the OCM pull model, the Argo CD API
+// coordinates, and typed decoding of the Application fields the addon reads.
+//
+// The addon does not import github.com/argoproj/argo-cd. Applications are handled as
+// *unstructured.Unstructured and decoded here, so that a field the addon does not know
+// survives a round trip unchanged.
+package argoapp
+
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
+// Labels and annotations of the OCM pull model. Users already write ApplicationSets and
+// dashboards against these exact names.
+const (
+	// LabelPullToOCMManagedCluster opts a hub Application into the pull model when its
+	// value parses as true with strconv.ParseBool.
+	LabelPullToOCMManagedCluster = "apps.open-cluster-management.io/pull-to-ocm-managed-cluster"
+
+	// AnnotationOCMManagedCluster names the target ManagedCluster, and so the hub
+	// namespace that holds the ManifestWork.
+	AnnotationOCMManagedCluster = "apps.open-cluster-management.io/ocm-managed-cluster"
+
+	// AnnotationOCMManagedClusterAppNamespace names the namespace on the managed cluster
+	// where the pulled Application is created.
+	AnnotationOCMManagedClusterAppNamespace = "apps.open-cluster-management.io/ocm-managed-cluster-app-namespace"
+
+	// AnnotationDestinationName overrides spec.destination.name of the pulled Application.
+	AnnotationDestinationName = "apps.open-cluster-management.io/destination-name"
+
+	// AnnotationDestinationServer overrides spec.destination.server of the pulled
+	// Application.
+	AnnotationDestinationServer = "apps.open-cluster-management.io/destination-server"
+
+	// AnnotationSkipReconcile stops an Argo CD instance from reconciling the Application.
+	// On the hub it keeps the hub Argo CD from pushing a pulled app.
+	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
+
+	// AnnotationRefresh asks Argo CD to refresh the Application ("normal" or "hard").
+	AnnotationRefresh = "argocd.argoproj.io/refresh"
+
+	// AnnotationHubApplicationNamespace, on a ManifestWork, names the namespace of the hub
+	// Application it was rendered from.
+	AnnotationHubApplicationNamespace = "apps.open-cluster-management.io/hub-application-namespace"
+
+	// AnnotationHubApplicationName, on a ManifestWork, names the hub Application it was
+	// rendered from.
+	AnnotationHubApplicationName = "apps.open-cluster-management.io/hub-application-name"
+
+	// AnnotationHostingApplicationSet holds "<namespace>/<name>" of the ApplicationSet that
+	// owns the Application, on both the ManifestWork and the pulled Application.
+	AnnotationHostingApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
+
+	// LabelApplicationSet is "true" on the ManifestWork and the pulled Application of an
+	// Application that an ApplicationSet owns.
+	LabelApplicationSet = "apps.open-cluster-management.io/application-set"
+
+	// LabelApplicationSetHash, on a ManifestWork, holds ApplicationSetHash of the owning
+	// ApplicationSet, so that one ApplicationSet's works can be listed with a selector.
+	LabelApplicationSetHash = "apps.open-cluster-management.io/application-set-hash"
+
+	// ResourcesFinalizer makes Argo CD prune the deployed resources before the
+	// Application is deleted.
+	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+)
+
+// Defaults of Argo CD and of the pull model.
+const (
+	// DefaultProject is the AppProject an Application with an empty spec.project uses.
+	DefaultProject = "default"
+
+	// DefaultAppNamespace is the namespace of the pulled Application when neither the
+	// app-namespace annotation nor the hub Application's namespace gives one.
+	DefaultAppNamespace = "argocd"
+
+	// InClusterServer is the destination server of an Application that deploys to the
+	// cluster its Argo CD runs in.
+	InClusterServer = "https://kubernetes.default.svc"
+)
+
+// Names of the status feedback values that the hub requests for a pulled Application,
+// and the JSONPaths the work agent reads them from. Existing consoles read these names.
+const (
+	FeedbackHealthStatus            = "healthStatus"
+	FeedbackSyncStatus              = "syncStatus"
+	FeedbackSyncRevision            = "syncRevision"
+	FeedbackOperationStatePhase     = "operationStatePhase"
+	FeedbackOperationStateStartedAt = "operationStateStartedAt"
+
+	PathHealthStatus            = ".status.health.status"
+	PathSyncStatus              = ".status.sync.status"
+	PathSyncRevision            = ".status.sync.revision"
+	PathOperationStatePhase     = ".status.operationState.phase"
+	PathOperationStateStartedAt = ".status.operationState.startedAt"
+)
+
+// FeedbackField pairs a status feedback name with the JSONPath it is read from.
+type FeedbackField struct {
+	Name string
+	Path string
+}
+
+// FeedbackFields returns the status feedback requested for every pulled Application, in a
+// stable order. The caller owns the returned slice.
+func FeedbackFields() []FeedbackField {
+	return []FeedbackField{
+		{Name: FeedbackHealthStatus, Path: PathHealthStatus},
+		{Name: FeedbackSyncStatus, Path: PathSyncStatus},
+		{Name: FeedbackSyncRevision, Path: PathSyncRevision},
+		{Name: FeedbackOperationStatePhase, Path: PathOperationStatePhase},
+		{Name: FeedbackOperationStateStartedAt, Path: PathOperationStateStartedAt},
+	}
+}
+
+// Coordinates of the Argo CD API.
+const (
+	Group   = "argoproj.io"
+	Version = "v1alpha1"
+
+	KindApplication    = "Application"
+	KindAppProject     = "AppProject"
+	KindApplicationSet = "ApplicationSet"
+
+	ResourceApplications    = "applications"
+	ResourceAppProjects     = "appprojects"
+	ResourceApplicationSets = "applicationsets"
+)
+
+// Group-version kinds and resources of the Argo CD API.
+var (
+	GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+
+	ApplicationGVK    = GroupVersion.WithKind(KindApplication)
+	AppProjectGVK     = GroupVersion.WithKind(KindAppProject)
+	ApplicationSetGVK = GroupVersion.WithKind(KindApplicationSet)
+
+	ApplicationGVR    = GroupVersion.WithResource(ResourceApplications)
+	AppProjectGVR     = GroupVersion.WithResource(ResourceAppProjects)
+	ApplicationSetGVR = GroupVersion.WithResource(ResourceApplicationSets)
+)

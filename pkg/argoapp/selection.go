@@ -1,0 +1,74 @@
+package argoapp
+
+import (
+	"crypto/sha1" //nolint:gosec // a label value compatible with existing pull systems, not a security use
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ErrMalformedPullLabel is wrapped by IsPullRequested when the pull label is present but
+// does not parse as a boolean. It is bad user input, not a transient failure: report it
+// on the Application (for example as a MalformedLabel condition) instead of retrying.
+var ErrMalformedPullLabel = errors.New("malformed pull label")
+
+// IsPullRequested reports whether a hub Application asks to be pulled: the pull label
+// parses as true with strconv.ParseBool ("true", "True", "1", ...) and the cluster
+// annotation is non-empty. A pull label that does not parse (for example "yes") returns
+// false and an error wrapping ErrMalformedPullLabel, so that it is not mistaken for
+// "false".
+//
+// The skip-reconcile annotation is not part of the decision; see IsReconcileSkipped.
+func IsPullRequested(labels, annotations map[string]string) (bool, error) {
+	value, ok := labels[LabelPullToOCMManagedCluster]
+	if !ok {
+		return false, nil
+	}
+	pull, err := strconv.ParseBool(value)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q is not a boolean", ErrMalformedPullLabel, LabelPullToOCMManagedCluster, value)
+	}
+	return pull && annotations[AnnotationOCMManagedCluster] != "", nil
+}
+
+// IsReconcileSkipped reports whether the skip-reconcile annotation parses as true, the
+// way Argo CD reads it. A pulled hub Application without it is also pushed by the hub
+// Argo CD.
+func IsReconcileSkipped(annotations map[string]string) bool {
+	skip, err := strconv.ParseBool(annotations[AnnotationSkipReconcile])
+	return err == nil && skip
+}
+
+// OwningApplicationSet returns the name of the Argo CD ApplicationSet among the owner
+// references, if there is one. Owner references are namespace-local, so the
+// ApplicationSet lives in the namespace of the owned Application.
+func OwningApplicationSet(refs []metav1.OwnerReference) (string, bool) {
+	for _, ref := range refs {
+		if ref.Kind != KindApplicationSet {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && gv.Group == Group && ref.Name != "" {
+			return ref.Name, true
+		}
+	}
+	return "", false
+}
+
+// ApplicationSetKey returns "<namespace>/<name>", the value of
+// AnnotationHostingApplicationSet.
+func ApplicationSetKey(namespace, name string) string {
+	return namespace + "/" + name
+}
+
+// ApplicationSetHash returns the value of LabelApplicationSetHash for an ApplicationSet:
+// the hex SHA-1 of ApplicationSetKey (40 characters, a valid label value). It is the hash
+// existing pull systems put on their works, so selectors written for them keep working.
+func ApplicationSetHash(namespace, name string) string {
+	sum := sha1.Sum([]byte(ApplicationSetKey(namespace, name))) //nolint:gosec // see import
+	return hex.EncodeToString(sum[:])
+}

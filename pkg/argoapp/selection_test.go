@@ -1,0 +1,117 @@
+package argoapp
+
+import (
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestIsPullRequested(t *testing.T) {
+	cluster := map[string]string{AnnotationOCMManagedCluster: "east-1"}
+	pull := func(value string) map[string]string {
+		return map[string]string{LabelPullToOCMManagedCluster: value}
+	}
+	tests := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        bool
+		wantErr     bool
+	}{
+		{name: "true with cluster", labels: pull("true"), annotations: cluster, want: true},
+		{name: "True with cluster", labels: pull("True"), annotations: cluster, want: true},
+		{name: "1 with cluster", labels: pull("1"), annotations: cluster, want: true},
+		{name: "false with cluster", labels: pull("false"), annotations: cluster},
+		{name: "0 with cluster", labels: pull("0"), annotations: cluster},
+		{name: "true without cluster", labels: pull("true")},
+		{name: "true with empty cluster", labels: pull("true"), annotations: map[string]string{AnnotationOCMManagedCluster: ""}},
+		{name: "no label", annotations: cluster},
+		{name: "nil maps"},
+		{name: "yes is malformed", labels: pull("yes"), annotations: cluster, wantErr: true},
+		{name: "empty value is malformed", labels: pull(""), annotations: cluster, wantErr: true},
+		{name: "malformed without cluster", labels: pull("on"), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := IsPullRequested(tt.labels, tt.annotations)
+			if tt.wantErr != errors.Is(err, ErrMalformedPullLabel) {
+				t.Fatalf("error = %v, want one wrapping ErrMalformedPullLabel: %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("IsPullRequested() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsReconcileSkipped(t *testing.T) {
+	tests := map[string]bool{"true": true, "True": true, "1": true, "false": false, "yes": false, "": false}
+	for value, want := range tests {
+		if got := IsReconcileSkipped(map[string]string{AnnotationSkipReconcile: value}); got != want {
+			t.Errorf("IsReconcileSkipped(%q) = %v, want %v", value, got, want)
+		}
+	}
+	if IsReconcileSkipped(nil) {
+		t.Error("IsReconcileSkipped(nil) = true")
+	}
+}
+
+func TestOwningApplicationSet(t *testing.T) {
+	tests := []struct {
+		name   string
+		refs   []metav1.OwnerReference
+		want   string
+		wantOK bool
+	}{
+		{name: "none"},
+		{
+			name:   "argo applicationset",
+			refs:   []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "guestbook"}},
+			want:   "guestbook",
+			wantOK: true,
+		},
+		{
+			name: "after another owner",
+			refs: []metav1.OwnerReference{
+				{APIVersion: "v1", Kind: "ConfigMap", Name: "cm"},
+				{APIVersion: "argoproj.io/v1beta1", Kind: "ApplicationSet", Name: "shop"},
+			},
+			want:   "shop",
+			wantOK: true,
+		},
+		{name: "other group", refs: []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "ApplicationSet", Name: "x"}}},
+		{name: "other kind", refs: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "AppProject", Name: "x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := OwningApplicationSet(tt.refs)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("OwningApplicationSet() = %q, %v, want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestApplicationSetHash(t *testing.T) {
+	// The hex SHA-1 of "openshift-gitops/guestbook-allclusters-app-set" (sha1sum), the
+	// value existing pull systems put on their works.
+	const want = "7c56220e0df8e95192c72aa775ed8d4bd9fe807f"
+	got := ApplicationSetHash("openshift-gitops", "guestbook-allclusters-app-set")
+	if got != want {
+		t.Errorf("ApplicationSetHash() = %q, want %q", got, want)
+	}
+	if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+		t.Errorf("hash %q is not a valid label value: %v", got, errs)
+	}
+	if ApplicationSetHash("ns", "a") == ApplicationSetHash("ns", "b") {
+		t.Error("distinct ApplicationSets share a hash")
+	}
+	if got := ApplicationSetKey("ns", "a"); got != "ns/a" {
+		t.Errorf("ApplicationSetKey() = %q, want ns/a", got)
+	}
+}
