@@ -1,0 +1,46 @@
+// Command manager is the argocd-pull addon-manager that runs on the OCM hub.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
+)
+
+func main() {
+	opts := hub.DefaultOptions()
+	var watchNamespaces string
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
+	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
+	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "namespace of the leader election Lease; empty means the manager's own")
+	flag.StringVar(&opts.AddonName, "addon-name", opts.AddonName, "name of the ClusterManagementAddOn and ManagedClusterAddOns")
+	flag.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of the hub Argo CD")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces of hub Applications to pull; empty means all")
+	flag.BoolVar(&opts.RequirePlacementBinding, "require-placement-binding", opts.RequirePlacementBinding,
+		"pull an Application only when a PlacementDecision in its namespace selects the target cluster")
+	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
+	flag.DurationVar(&opts.GracefulShutdown, "graceful-shutdown-timeout", opts.GracefulShutdown, "how long controllers get to finish on shutdown")
+	klog.InitFlags(nil) // -v and the other klog flags
+	flag.Parse()
+
+	if watchNamespaces != "" {
+		opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
+	}
+	ctrl.SetLogger(klog.NewKlogr())
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager: load kubeconfig:", err)
+		os.Exit(1)
+	}
+	if err := hub.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}

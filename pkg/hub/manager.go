@@ -1,0 +1,128 @@
+// Package hub is the addon-manager that runs on the OCM hub. Run starts one
+// controller-runtime manager (leader election, metrics, health probes) and every hub
+// controller in it; they all stop on one context.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options configure the hub addon-manager. DefaultOptions gives the defaults that the
+// flags of cmd/manager start from.
+type Options struct {
+	// MetricsAddr and ProbeAddr are the bind addresses of the metrics and health endpoints;
+	// "0" disables one.
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElect makes only one replica act at a time. LeaderElectionNamespace holds its
+	// Lease; empty means the namespace the manager runs in.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// AddonName is the name of the ClusterManagementAddOn and of every ManagedClusterAddOn
+	// of this addon.
+	AddonName string
+	// ArgoCDNamespace is the hub Argo CD's namespace.
+	ArgoCDNamespace string
+	// WatchNamespaces limits the watch of hub Applications; empty means all namespaces.
+	WatchNamespaces []string
+	// RequirePlacementBinding propagates an Application only when a PlacementDecision in
+	// its namespace selects the target cluster.
+	RequirePlacementBinding bool
+	// Concurrency is the number of parallel reconciles of each controller.
+	Concurrency int
+	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
+	GracefulShutdown time.Duration
+}
+
+// DefaultAddonName is the ClusterManagementAddOn's name. `argocd` is taken by upstream's
+// integration.
+const DefaultAddonName = "argocd-pull"
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:             ":8443",
+		ProbeAddr:               ":8081",
+		LeaderElect:             true,
+		AddonName:               DefaultAddonName,
+		ArgoCDNamespace:         "argocd",
+		RequirePlacementBinding: true,
+		Concurrency:             4,
+		GracefulShutdown:        30 * time.Second,
+	}
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if o.AddonName == "" {
+		errs = append(errs, errors.New("the addon name is empty"))
+	}
+	if o.ArgoCDNamespace == "" {
+		errs = append(errs, errors.New("the Argo CD namespace is empty"))
+	}
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// NewScheme returns the scheme of every type the hub manager reads or writes.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// Run runs the hub addon-manager until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("invalid options: %w", err)
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	gracefulShutdown := opts.GracefulShutdown
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.AddonName + "-addon-manager",
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &gracefulShutdown,
+	})
+	if err != nil {
+		return fmt.Errorf("create controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("starting the hub addon-manager", "addon", opts.AddonName,
+		"leaderElection", opts.LeaderElect, "concurrency", opts.Concurrency)
+	return mgr.Start(ctx)
+}

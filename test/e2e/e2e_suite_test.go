@@ -1,0 +1,67 @@
+// Package e2e holds the ginkgo suites that run on the local fleet: a real hub and managed
+// clusters as processes (test/fleet).
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+var (
+	binDir   = flag.String("bin-dir", "../../bin", "directory of the binaries that `make tools` builds")
+	fleetDir = flag.String("fleet-dir", "../../.cache/e2e-fleet", "run directory of the suite's fleet; kept after the run for its logs")
+)
+
+// managedClusters are the clusters of the suite's fleet.
+var managedClusters = []string{"cluster1", "cluster2"}
+
+// theFleet is started once for the whole suite.
+var theFleet *fleet.Fleet
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "argocd-pull-addon e2e")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	bin, err := filepath.Abs(*binDir)
+	Expect(err).NotTo(HaveOccurred())
+	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "registration-operator", "addon", "argocd"} {
+		_, err := os.Stat(filepath.Join(bin, tool))
+		Expect(err).NotTo(HaveOccurred(), "missing %s in %s: run `make fleet-tools`", tool, bin)
+	}
+	mods, err := fleet.ResolveModuleDirs("../..")
+	Expect(err).NotTo(HaveOccurred())
+	theFleet, err = fleet.Start(ctx, fleet.Options{
+		Dir: *fleetDir, BinDir: bin, Clusters: managedClusters, ArgoCD: true, Modules: mods,
+		Progress: func(step string) { fmt.Fprintln(GinkgoWriter, step) },
+	})
+	Expect(err).NotTo(HaveOccurred())
+}, NodeTimeout(8*time.Minute))
+
+var _ = AfterSuite(func() {
+	if theFleet == nil {
+		return
+	}
+	pids := theFleet.Pids()
+	theFleet.Stop()
+	Expect(pids).NotTo(BeEmpty())
+	for _, pid := range pids {
+		Expect(fleet.ProcessAlive(pid)).To(BeFalse(), "fleet process %d outlived Stop", pid)
+	}
+})
+
+// eventually polls with the suite's defaults for fleet operations.
+func eventually(ctx context.Context, f any) AsyncAssertion {
+	return Eventually(ctx, f).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond)
+}

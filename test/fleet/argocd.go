@@ -1,0 +1,200 @@
+package fleet
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// ArgoCDNamespace is where Argo CD runs, on the hub and on every managed cluster.
+const ArgoCDNamespace = "argocd"
+
+// argoSetup is applied after Argo CD's core-install.yaml: the server secret key, the
+// default project that argocd-server would create, and, on the hub, what the OCM
+// integration guide adds so that the ApplicationSet controller can read PlacementDecisions.
+const argoSetup = `
+apiVersion: v1
+kind: Secret
+metadata:
+  name: argocd-secret
+  labels: {app.kubernetes.io/name: argocd-secret, app.kubernetes.io/part-of: argocd}
+data:
+  server.secretkey: %s
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata:
+  name: default
+spec:
+  sourceRepos: ['*']
+  destinations: [{server: '*', namespace: '*'}]
+  clusterResourceWhitelist: [{group: '*', kind: '*'}]
+`
+
+const argoHubSetup = `
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ocm-placement-generator
+data:
+  apiVersion: cluster.open-cluster-management.io/v1beta1
+  kind: placementdecisions
+  statusListKey: decisions
+  matchKey: clusterName
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: ocm-placement-consumer
+rules:
+- apiGroups: [cluster.open-cluster-management.io]
+  resources: [placementdecisions]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: ocm-placement-consumer:argocd-applicationset-controller
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ocm-placement-consumer}
+subjects:
+- {kind: ServiceAccount, name: argocd-applicationset-controller, namespace: argocd}
+`
+
+// tokenTTL is how long the service-account tokens of the fleet's processes live.
+const tokenTTL = 7 * 24 * time.Hour
+
+// installArgoCD applies Argo CD's core install (CRDs, service accounts, RBAC, config) to
+// the cluster, in the argocd namespace.
+func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bool) error {
+	if err := ensureNamespaces(ctx, cp.Kube, ArgoCDNamespace); err != nil {
+		return err
+	}
+	applier, err := NewApplier(cp.Config)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(argoDir, "manifests/core-install.yaml"))
+	if err != nil {
+		return err
+	}
+	objs, err := DecodeYAML(data)
+	if err != nil {
+		return err
+	}
+	if err := applier.Apply(ctx, ArgoCDNamespace, objs...); err != nil {
+		return err
+	}
+	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
+		return err
+	}
+	key := base64.StdEncoding.EncodeToString([]byte("fleet-" + cp.Name + "-secret-key"))
+	if err := applier.ApplyYAML(ctx, ArgoCDNamespace, fmt.Appendf(nil, argoSetup, key)); err != nil {
+		return err
+	}
+	if hub {
+		return applier.ApplyYAML(ctx, ArgoCDNamespace, []byte(argoHubSetup))
+	}
+	return nil
+}
+
+// argoDataDir makes the directories an Argo CD process of cp keeps its data in.
+func argoDataDir(cp *ControlPlane) (string, error) {
+	dir := filepath.Join(cp.Dir, "argocd")
+	for _, d := range []string{"tls", "ssh", "gpg", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// argoEnv is the environment every Argo CD process gets: its data paths inside the run
+// directory, and a temp dir of its own, since repo-servers check repositories out there.
+func argoEnv(dir, kubeconfig, binaryName string) []string {
+	return []string{
+		"ARGOCD_BINARY_NAME=" + binaryName,
+		"KUBECONFIG=" + kubeconfig,
+		"ARGOCD_TLS_DATA_PATH=" + filepath.Join(dir, "tls"),
+		"ARGOCD_SSH_DATA_PATH=" + filepath.Join(dir, "ssh"),
+		"ARGOCD_GNUPGHOME=" + filepath.Join(dir, "gpg"),
+		"ARGOCD_GPG_ENABLED=false",
+		"TMPDIR=" + filepath.Join(dir, "tmp"),
+		"HOME=" + dir,
+	}
+}
+
+// startArgoCDSpoke runs the application-controller and the repo-server of a managed
+// cluster, each as its own service account, with an embedded redis.
+func startArgoCDSpoke(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane) (*miniredis.Miniredis, error) {
+	dir, err := argoDataDir(cp)
+	if err != nil {
+		return nil, err
+	}
+	redis, err := miniredis.Run()
+	if err != nil {
+		return nil, fmt.Errorf("start redis for %s: %w", cp.Name, err)
+	}
+	controllerKC := filepath.Join(dir, "application-controller.kubeconfig")
+	repoKC := filepath.Join(dir, "repo-server.kubeconfig")
+	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-application-controller", controllerKC, tokenTTL); err != nil {
+		return redis, err
+	}
+	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-repo-server", repoKC, tokenTTL); err != nil {
+		return redis, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return redis, err
+	}
+	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	if _, err := sup.start(processSpec{Name: cp.Name + "-argocd-repo-server", Path: filepath.Join(bin, "argocd"),
+		Env: argoEnv(dir, repoKC, "argocd-repo-server"),
+		Args: []string{"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
+			"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(ports[1]),
+			"--redis=" + redis.Addr(), "--disable-tls", "--loglevel=info"},
+	}); err != nil {
+		return redis, err
+	}
+	// ARGOCD_FAKE_IN_CLUSTER makes https://kubernetes.default.svc mean $KUBECONFIG's
+	// cluster, as it means the pod's own cluster in a real install.
+	if _, err := sup.start(processSpec{Name: cp.Name + "-argocd-application-controller", Path: filepath.Join(bin, "argocd"),
+		Env: append(argoEnv(dir, controllerKC, "argocd-application-controller"), "ARGOCD_FAKE_IN_CLUSTER=true"),
+		Args: []string{"--kubeconfig=" + controllerKC, "--namespace=" + ArgoCDNamespace,
+			"--redis=" + redis.Addr(), "--repo-server=" + repoAddr, "--repo-server-plaintext",
+			"--metrics-port=" + strconv.Itoa(ports[2]), "--loglevel=info",
+			// Resync quickly: no webhook tells the controller about new commits here.
+			"--app-resync=30"},
+	}); err != nil {
+		return redis, err
+	}
+	return redis, nil
+}
+
+// startArgoCDHub runs the ApplicationSet controller on the hub, as its service account.
+func startArgoCDHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane) error {
+	dir, err := argoDataDir(cp)
+	if err != nil {
+		return err
+	}
+	kc := filepath.Join(dir, "applicationset-controller.kubeconfig")
+	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-applicationset-controller", kc, tokenTTL); err != nil {
+		return err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	_, err = sup.start(processSpec{Name: "hub-argocd-applicationset-controller", Path: filepath.Join(bin, "argocd"),
+		Env: argoEnv(dir, kc, "argocd-applicationset-controller"),
+		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace,
+			"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[0]), "--probe-addr=127.0.0.1:" + strconv.Itoa(ports[1]),
+			"--webhook-addr=127.0.0.1:" + strconv.Itoa(ports[2]), "--logformat=text"},
+	})
+	return err
+}

@@ -1,0 +1,224 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// serviceAccountIssuer is the issuer of every cluster's service-account tokens, as on a
+// kubeadm cluster.
+const serviceAccountIssuer = "https://kubernetes.default.svc"
+
+// ControlPlane is one cluster's etcd, kube-apiserver and kube-controller-manager, each a
+// process on loopback.
+type ControlPlane struct {
+	Name       string
+	Dir        string // <run dir>/<name>
+	URL        string // the apiserver's https URL
+	Kubeconfig string // an admin (system:masters) kubeconfig
+	Config     *rest.Config
+	Kube       kubernetes.Interface
+
+	ca     *certificateAuthority
+	pkiDir string
+}
+
+// CAFile is the cluster CA: it signs the apiserver's serving certificate and every client
+// certificate the cluster accepts, including the ones kube-controller-manager issues for
+// approved CSRs.
+func (cp *ControlPlane) CAFile() string { return filepath.Join(cp.pkiDir, "ca.crt") }
+
+func (cp *ControlPlane) pki(name string) string { return filepath.Join(cp.pkiDir, name) }
+
+// startControlPlane starts the three processes and returns once the apiserver is ready.
+func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name string) (*ControlPlane, error) {
+	cp := &ControlPlane{Name: name, Dir: filepath.Join(runDir, name)}
+	cp.pkiDir = filepath.Join(cp.Dir, "pki")
+	if err := cp.writePKI(); err != nil {
+		return nil, fmt.Errorf("%s: certificates: %w", name, err)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	cp.URL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	if _, err := sup.start(processSpec{Name: name + "-etcd", Path: filepath.Join(bin, "etcd"), Args: []string{
+		"--name=" + name, "--data-dir=" + filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=" + name + "=" + peerURL,
+		"--unsafe-no-fsync", "--log-level=warn",
+	}}); err != nil {
+		return nil, err
+	}
+
+	if _, err := sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + cp.pkiDir,
+		"--tls-cert-file=" + cp.pki("apiserver.crt"), "--tls-private-key-file=" + cp.pki("apiserver.key"),
+		"--client-ca-file=" + cp.CAFile(),
+		// The aggregation layer's front proxy, as kubeadm sets it up, so that components
+		// that read extension-apiserver-authentication find a request-header CA.
+		"--requestheader-client-ca-file=" + cp.CAFile(), "--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + cp.pki("front-proxy-client.crt"), "--proxy-client-key-file=" + cp.pki("front-proxy-client.key"),
+		"--service-account-issuer=" + serviceAccountIssuer,
+		"--service-account-key-file=" + cp.pki("sa.key"), "--service-account-signing-key-file=" + cp.pki("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--v=1",
+	}}); err != nil {
+		return nil, err
+	}
+
+	cp.Kubeconfig = filepath.Join(runDir, name+".kubeconfig")
+	admin, err := cp.ca.issueClient("fleet-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(cp.Kubeconfig, cp.URL, cp.ca.CertPEM, clientcmdapi.AuthInfo{
+		ClientCertificateData: admin.CertPEM, ClientKeyData: admin.KeyPEM,
+	}); err != nil {
+		return nil, err
+	}
+	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig); err != nil {
+		return nil, err
+	}
+	cp.Config.QPS, cp.Config.Burst = 100, 200
+	if cp.Kube, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, err
+	}
+	if err := cp.waitReady(ctx, sup); err != nil {
+		return nil, err
+	}
+
+	// The controllers a real control plane runs and envtest lacks: garbage collection,
+	// namespace deletion, CSR signing with the cluster CA, and service-account plumbing.
+	if _, err := sup.start(processSpec{Name: name + "-kube-controller-manager", Path: filepath.Join(bin, "kube-controller-manager"), Args: []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--controllers=garbagecollector,namespace,csrsigning,csrcleaner,serviceaccount,serviceaccount-token,root-ca-cert-publisher,clusterrole-aggregation",
+		"--cluster-signing-cert-file=" + cp.CAFile(), "--cluster-signing-key-file=" + cp.pki("ca.key"),
+		"--service-account-private-key-file=" + cp.pki("sa.key"), "--root-ca-file=" + cp.CAFile(),
+		"--leader-elect=false", "--secure-port=0",
+		"--v=1",
+	}}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) writePKI() error {
+	ca, err := newCertificateAuthority(cp.Name + "-ca")
+	if err != nil {
+		return err
+	}
+	cp.ca = ca
+	serving, err := ca.issueServing("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	frontProxy, err := ca.issueClient("front-proxy-client")
+	if err != nil {
+		return err
+	}
+	saKey, err := newServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	return writeFiles(cp.pkiDir, map[string][]byte{
+		"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM,
+		"apiserver.crt": serving.CertPEM, "apiserver.key": serving.KeyPEM,
+		"front-proxy-client.crt": frontProxy.CertPEM, "front-proxy-client.key": frontProxy.KeyPEM,
+		"sa.key": saKey,
+	})
+}
+
+// waitReady polls /readyz until the apiserver answers ok, or one of the fleet's processes exits.
+func (cp *ControlPlane) waitReady(ctx context.Context, sup *supervisor) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := sup.failed(); err != nil {
+			return false, err
+		}
+		body, err := cp.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return string(body) == "ok", nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s apiserver not ready (last: %v): %w", cp.Name, last, err)
+	}
+	return nil
+}
+
+// IssueClientCertificate signs a client certificate for user and groups with the cluster CA.
+func (cp *ControlPlane) IssueClientCertificate(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	kp, err := cp.ca.issueClient(user, groups...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kp.CertPEM, kp.KeyPEM, nil
+}
+
+// writeKubeconfig writes a kubeconfig with one cluster, user and context.
+func writeKubeconfig(path, server string, caPEM []byte, auth clientcmdapi.AuthInfo) error {
+	data, err := kubeconfigBytes(server, caPEM, auth)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+func kubeconfigBytes(server string, caPEM []byte, auth clientcmdapi.AuthInfo) ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos["user"] = &auth
+	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
+	cfg.CurrentContext = "default"
+	return clientcmd.Write(*cfg)
+}
+
+// freePorts reserves n distinct free loopback ports. They are released before use, so a
+// race with another program is possible but unlikely on a test machine.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,272 @@
+// Package fleet runs a local OCM fleet as plain processes: a hub and N managed clusters,
+// each with its own etcd, kube-apiserver and kube-controller-manager; the OCM hub
+// controllers and one klusterlet agent per managed cluster; Argo CD's application-controller
+// and repo-server on every managed cluster and its ApplicationSet controller on the hub;
+// and a local git repository holding a guestbook app.
+//
+// Everything is built from Go modules (hack/tools) and runs on loopback, so the fleet needs
+// no container engine, no kubelet and no network. It is the ground truth that the e2e suite,
+// the benchmarks and `make demo` run on.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"golang.org/x/sync/errgroup"
+)
+
+// HubName names the hub's control plane, run directory and kubeconfig.
+const HubName = "hub"
+
+// Options configure a fleet.
+type Options struct {
+	// Dir is the run directory: kubeconfigs, logs, certificates and data. It is emptied first.
+	Dir string
+	// BinDir holds the binaries that `make tools` builds.
+	BinDir string
+	// Clusters names the managed clusters.
+	Clusters []string
+	// ArgoCD runs Argo CD on the hub and on every managed cluster.
+	ArgoCD bool
+	// Modules locates the manifests the fleet installs.
+	Modules ModuleDirs
+	// Progress, when set, is told of each step as it completes.
+	Progress func(step string)
+}
+
+// ModuleDirs are the module source folders whose manifests the fleet installs.
+type ModuleDirs struct {
+	OCM    string // open-cluster-management.io/ocm: hub and klusterlet CRDs
+	ArgoCD string // github.com/argoproj/argo-cd/v3: Argo CD's core install
+}
+
+// ResolveModuleDirs asks the go command where the pinned tool modules of hack/tools live,
+// downloading them if needed.
+func ResolveModuleDirs(repoRoot string) (ModuleDirs, error) {
+	ocm, err := moduleDir(filepath.Join(repoRoot, "hack/tools/ocm"), "open-cluster-management.io/ocm")
+	if err != nil {
+		return ModuleDirs{}, err
+	}
+	argo, err := moduleDir(filepath.Join(repoRoot, "hack/tools/argocd"), "github.com/argoproj/argo-cd/v3")
+	if err != nil {
+		return ModuleDirs{}, err
+	}
+	return ModuleDirs{OCM: ocm, ArgoCD: argo}, nil
+}
+
+func moduleDir(modDir, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = modDir
+	out, err := cmd.Output()
+	if err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return "", fmt.Errorf("go list -m %s in %s: %s", module, modDir, exitErr.Stderr)
+		}
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Fleet is a running hub and its managed clusters.
+type Fleet struct {
+	Hub      *ControlPlane
+	Clusters []*ManagedCluster
+	Git      *GitRepo
+	Dir      string
+
+	sup    *supervisor
+	redis  []*miniredis.Miniredis
+	stopMu sync.Once
+}
+
+// ManagedCluster is a managed cluster's control plane, joined to the hub.
+type ManagedCluster struct {
+	*ControlPlane
+}
+
+// Start brings the fleet up and returns when every cluster is joined and Available and,
+// with ArgoCD, every Argo CD process runs. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
+	if len(opts.Clusters) == 0 {
+		return nil, errors.New("fleet: no managed clusters named")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	f = &Fleet{Dir: dir, sup: &supervisor{dir: dir}}
+	defer func() {
+		if err != nil {
+			f.Stop()
+			f = nil
+		}
+	}()
+	started := time.Now()
+	step := func(format string, args ...any) {
+		progress(fmt.Sprintf("[%5.1fs] ", time.Since(started).Seconds()) + fmt.Sprintf(format, args...))
+	}
+
+	// Control planes start in parallel: most of their start-up is waiting.
+	names := append([]string{HubName}, opts.Clusters...)
+	planes := make([]*ControlPlane, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			cp, err := startControlPlane(gctx, f.sup, opts.BinDir, dir, name)
+			if err != nil {
+				return fmt.Errorf("control plane %s: %w", name, err)
+			}
+			planes[i] = cp
+			step("control plane %s ready at %s (etcd, kube-apiserver, kube-controller-manager)", name, cp.URL)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	f.Hub = planes[0]
+	for _, cp := range planes[1:] {
+		f.Clusters = append(f.Clusters, &ManagedCluster{ControlPlane: cp})
+	}
+
+	if err := startOCMHub(ctx, f.sup, opts.BinDir, f.Hub, opts.Modules.OCM); err != nil {
+		return nil, fmt.Errorf("OCM hub: %w", err)
+	}
+	step("OCM hub running: registration, work, placement, addon manager, addon conversion webhook")
+
+	g, gctx = errgroup.WithContext(ctx)
+	for _, mc := range f.Clusters {
+		g.Go(func() error {
+			if err := joinCluster(gctx, f.sup, opts.BinDir, f.Hub, mc.ControlPlane, opts.Modules.OCM); err != nil {
+				return fmt.Errorf("join %s: %w", mc.Name, err)
+			}
+			step("cluster %s joined the hub and is Available", mc.Name)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	if f.Git, err = newGitRepo(filepath.Join(dir, "git", "apps")); err != nil {
+		return nil, fmt.Errorf("git repository: %w", err)
+	}
+	if opts.ArgoCD {
+		if err := f.startArgoCD(ctx, opts, step); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.writeState(); err != nil {
+		return nil, err
+	}
+	step("fleet ready: hub + %d managed clusters, run directory %s", len(f.Clusters), dir)
+	return f, nil
+}
+
+func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string, ...any)) error {
+	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true); err != nil {
+		return fmt.Errorf("Argo CD on the hub: %w", err)
+	}
+	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
+		return fmt.Errorf("Argo CD on the hub: %w", err)
+	}
+	step("Argo CD ApplicationSet controller running on the hub")
+	for _, mc := range f.Clusters {
+		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false); err != nil {
+			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+		}
+		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
+		if redis != nil {
+			f.redis = append(f.redis, redis)
+		}
+		if err != nil {
+			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+		}
+		step("Argo CD application-controller and repo-server running on %s", mc.Name)
+	}
+	return nil
+}
+
+// Cluster returns the managed cluster called name, or nil.
+func (f *Fleet) Cluster(name string) *ManagedCluster {
+	for _, mc := range f.Clusters {
+		if mc.Name == name {
+			return mc
+		}
+	}
+	return nil
+}
+
+// Pids returns the process ids of the fleet's running processes.
+func (f *Fleet) Pids() []int { return f.sup.pids() }
+
+// Healthy returns an error naming each fleet process that has exited.
+func (f *Fleet) Healthy() error { return f.sup.failed() }
+
+// Stop stops every process, clients before servers, and the embedded redis servers. It is
+// safe to call more than once.
+func (f *Fleet) Stop() {
+	f.stopMu.Do(func() {
+		f.sup.stopAll(10 * time.Second)
+		for _, r := range f.redis {
+			r.Close()
+		}
+		_ = os.Remove(filepath.Join(f.Dir, StateFile))
+	})
+}
+
+// StateFile, in the run directory, describes a running fleet for other programs.
+const StateFile = "fleet.json"
+
+// State is what StateFile holds.
+type State struct {
+	Pid            int               `json:"pid"`
+	HubKubeconfig  string            `json:"hubKubeconfig"`
+	Kubeconfigs    map[string]string `json:"kubeconfigs"` // managed cluster name -> admin kubeconfig
+	GitURL         string            `json:"gitURL"`
+	ProcessLogsDir string            `json:"processLogsDir"`
+}
+
+func (f *Fleet) writeState() error {
+	st := State{Pid: os.Getpid(), HubKubeconfig: f.Hub.Kubeconfig, Kubeconfigs: map[string]string{},
+		GitURL: f.Git.URL(), ProcessLogsDir: filepath.Join(f.Dir, "logs")}
+	for _, mc := range f.Clusters {
+		st.Kubeconfigs[mc.Name] = mc.Kubeconfig
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(f.Dir, StateFile), data, 0o644)
+}
+
+// ReadState reads the state of the fleet running in dir.
+func ReadState(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	st := &State{}
+	return st, json.Unmarshal(data, st)
+}

@@ -1,0 +1,84 @@
+package fleet
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// ApplicationGVR is the resource of Argo CD Applications.
+var ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+
+// GuestbookNamespace is where the guestbook app deploys to.
+const GuestbookNamespace = "guestbook"
+
+// GuestbookApplication is an Argo CD Application, in the argocd namespace, that deploys the
+// guestbook app of the fleet's git repository to its own cluster with automated sync.
+func GuestbookApplication(name, repoURL string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Application",
+		"metadata":   map[string]any{"name": name, "namespace": ArgoCDNamespace},
+		"spec": map[string]any{
+			"project": "default",
+			"source":  map[string]any{"repoURL": repoURL, "targetRevision": "main", "path": GuestbookPath},
+			"destination": map[string]any{
+				"server": "https://kubernetes.default.svc", "namespace": GuestbookNamespace,
+			},
+			"syncPolicy": map[string]any{
+				"automated":   map[string]any{"prune": true, "selfHeal": true},
+				"syncOptions": []any{"CreateNamespace=true"},
+			},
+		},
+	}}
+}
+
+// ManifestWork wraps objects in a ManifestWork for cluster.
+func ManifestWork(name, cluster string, objs ...runtime.Object) *workv1.ManifestWork {
+	mw := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}
+	for _, obj := range objs {
+		mw.Spec.Workload.Manifests = append(mw.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Object: obj}})
+	}
+	return mw
+}
+
+// ApplicationStatusFeedback asks the work agent to report an Application's sync and health
+// status on the ManifestWork, with the names existing consoles read.
+func ApplicationStatusFeedback(app *unstructured.Unstructured) workv1.ManifestConfigOption {
+	return workv1.ManifestConfigOption{
+		ResourceIdentifier: workv1.ResourceIdentifier{Group: ApplicationGVR.Group, Resource: ApplicationGVR.Resource,
+			Namespace: app.GetNamespace(), Name: app.GetName()},
+		FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{
+			{Name: "syncStatus", Path: ".status.sync.status"},
+			{Name: "healthStatus", Path: ".status.health.status"},
+		}}},
+	}
+}
+
+// DemoConfigMap is a ConfigMap to deliver through a ManifestWork.
+func DemoConfigMap(name, namespace string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Data:       map[string]string{"delivered-by": "ManifestWork"},
+	}
+}
+
+// FeedbackValue returns the named string feedback value the work agent reported for the
+// manifest at ordinal, and whether it was there.
+func FeedbackValue(mw *workv1.ManifestWork, ordinal int32, name string) (string, bool) {
+	for _, m := range mw.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Ordinal != ordinal {
+			continue
+		}
+		for _, v := range m.StatusFeedbacks.Values {
+			if v.Name == name && v.Value.String != nil {
+				return *v.Value.String, true
+			}
+		}
+	}
+	return "", false
+}
