@@ -41,7 +41,7 @@ test-unit: fleet-tools ## Unit and envtest suites (a real kube-apiserver and etc
 
 .PHONY: test-e2e
 test-e2e: fleet-tools ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
-	go test $(GO_TEST_FLAGS) -timeout 40m ./test/e2e/... -args -ginkgo.v -bin-dir=$(BIN_DIR)
+	go test $(GO_TEST_FLAGS) -v -timeout 40m ./test/e2e -args -ginkgo.v -bin-dir=$(BIN_DIR)
 
 ##@ Fleet
 

@@ -145,6 +145,18 @@ var _ = Describe("The local fleet", Ordered, func() {
 	It("generates hub Applications from an OCM Placement through the ApplicationSet controller", func(ctx SpecContext) {
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
+		// The generator matches decisions to Argo CD cluster secrets by name. Without the
+		// addon, a user creates them; no credentials are needed for the pull model.
+		for _, name := range managedClusters {
+			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
+apiVersion: v1
+kind: Secret
+metadata:
+  name: smoke-cluster-`+name+`
+  labels: {argocd.argoproj.io/secret-type: cluster}
+stringData: {name: `+name+`, server: https://`+name+`.invalid}
+`))).To(Succeed())
+		}
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
 apiVersion: cluster.open-cluster-management.io/v1beta2
 kind: ManagedClusterSetBinding

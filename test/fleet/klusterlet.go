@@ -23,6 +23,9 @@ const (
 	AddonNamespace = "open-cluster-management-agent-addon"
 	// clusterNameLabel marks the CSRs and objects of one managed cluster on the hub.
 	clusterNameLabel = "open-cluster-management.io/cluster-name"
+	// clusterSetLabel puts a ManagedCluster in a ManagedClusterSet.
+	clusterSetLabel   = "cluster.open-cluster-management.io/clusterset"
+	defaultClusterSet = "default"
 )
 
 // joinCluster installs the klusterlet's CRDs on the managed cluster, runs the klusterlet
@@ -100,8 +103,13 @@ func acceptCluster(ctx context.Context, sup *supervisor, hub *ControlPlane, name
 			state = "waiting for the ManagedCluster to be created"
 			return false, nil
 		}
-		if !mc.Spec.HubAcceptsClient {
+		if !mc.Spec.HubAcceptsClient || mc.Labels[clusterSetLabel] == "" {
 			mc.Spec.HubAcceptsClient = true
+			// The registration webhook's default, which does not run here: a new cluster
+			// joins the "default" ManagedClusterSet.
+			if mc.Labels[clusterSetLabel] == "" {
+				metav1.SetMetaDataLabel(&mc.ObjectMeta, clusterSetLabel, defaultClusterSet)
+			}
 			if _, err := clusters.ClusterV1().ManagedClusters().Update(ctx, mc, metav1.UpdateOptions{}); err != nil {
 				state = err.Error()
 			}
