@@ -61,6 +61,25 @@ const (
 	// ResourcesFinalizer makes Argo CD prune the deployed resources before the
 	// Application is deleted.
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+
+	// LabelSecretType, set to SecretTypeCluster, marks a Secret as an Argo CD cluster: the
+	// Argo CD instance of the Secret's namespace, and its ApplicationSet cluster
+	// generator, list it as a destination cluster.
+	LabelSecretType   = "argocd.argoproj.io/secret-type"
+	SecretTypeCluster = "cluster"
+)
+
+// Markers that the hub propagation controller puts on the hub Applications it pulls.
+const (
+	// FinalizerManifestWorkCleanup holds a pulled hub Application until its ManifestWorks
+	// are deleted. It is never copied to the managed cluster.
+	FinalizerManifestWorkCleanup = "apps.open-cluster-management.io/manifestwork-cleanup"
+
+	// ConditionOCMPropagationError is the type of the status condition that says why a
+	// hub Application is not propagated to its managed cluster. Its message starts with
+	// a reason, such as "AddonNotEnabled: ". The propagation controller owns it: it sets
+	// and removes only this type, and other writers of status.conditions keep it.
+	ConditionOCMPropagationError = "OCMPropagationError"
 )
 
 // Defaults of Argo CD and of the pull model.

@@ -24,6 +24,18 @@ var ErrMalformedPullLabel = errors.New("malformed pull label")
 //
 // The skip-reconcile annotation is not part of the decision; see IsReconcileSkipped.
 func IsPullRequested(labels, annotations map[string]string) (bool, error) {
+	pull, err := PullLabelValue(labels)
+	if err != nil {
+		return false, err
+	}
+	return pull && annotations[AnnotationOCMManagedCluster] != "", nil
+}
+
+// PullLabelValue returns the value of the pull label parsed with strconv.ParseBool, and
+// false when the label is absent. A value that does not parse returns an error wrapping
+// ErrMalformedPullLabel. Unlike IsPullRequested, it ignores the cluster annotation: it
+// tells "the user opted out" (false) from "the user opted in but named no cluster".
+func PullLabelValue(labels map[string]string) (bool, error) {
 	value, ok := labels[LabelPullToOCMManagedCluster]
 	if !ok {
 		return false, nil
@@ -32,7 +44,7 @@ func IsPullRequested(labels, annotations map[string]string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%w: %s=%q is not a boolean", ErrMalformedPullLabel, LabelPullToOCMManagedCluster, value)
 	}
-	return pull && annotations[AnnotationOCMManagedCluster] != "", nil
+	return pull, nil
 }
 
 // IsReconcileSkipped reports whether the skip-reconcile annotation parses as true, the

@@ -115,3 +115,25 @@ func TestApplicationSetHash(t *testing.T) {
 		t.Errorf("ApplicationSetKey() = %q, want ns/a", got)
 	}
 }
+
+func TestPullLabelValue(t *testing.T) {
+	tests := []struct {
+		labels  map[string]string
+		want    bool
+		wantErr bool
+	}{
+		{labels: nil},
+		{labels: map[string]string{LabelPullToOCMManagedCluster: "true"}, want: true},
+		{labels: map[string]string{LabelPullToOCMManagedCluster: "FALSE"}},
+		{labels: map[string]string{LabelPullToOCMManagedCluster: "yes"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := PullLabelValue(tt.labels)
+		if tt.wantErr != errors.Is(err, ErrMalformedPullLabel) || (!tt.wantErr && err != nil) {
+			t.Errorf("PullLabelValue(%v) error = %v, want malformed: %v", tt.labels, err, tt.wantErr)
+		}
+		if got != tt.want {
+			t.Errorf("PullLabelValue(%v) = %v, want %v", tt.labels, got, tt.want)
+		}
+	}
+}
