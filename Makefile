@@ -57,6 +57,7 @@ fleet-down: ## Stop the fleet that fleet-up started
 
 .PHONY: build
 build: ## Build the product binaries and the fleet command into bin/
+	go build -o $(BIN_DIR)/manager ./cmd/manager
 	go build -o $(BIN_DIR)/fleet ./test/fleet/cmd/fleet
 
 .PHONY: tools

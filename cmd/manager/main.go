@@ -15,7 +15,7 @@ import (
 
 func main() {
 	opts := hub.DefaultOptions()
-	var watchNamespaces string
+	var watchNamespaces, agentWatchNamespaces string
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
@@ -25,6 +25,9 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces of hub Applications to pull; empty means all")
 	flag.BoolVar(&opts.RequirePlacementBinding, "require-placement-binding", opts.RequirePlacementBinding,
 		"pull an Application only when a PlacementDecision in its namespace selects the target cluster")
+	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
+	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
+		"comma-separated namespaces of the managed clusters' Argo CD Applications")
 	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
 	flag.DurationVar(&opts.GracefulShutdown, "graceful-shutdown-timeout", opts.GracefulShutdown, "how long controllers get to finish on shutdown")
 	klog.InitFlags(nil) // -v and the other klog flags
@@ -33,6 +36,7 @@ func main() {
 	if watchNamespaces != "" {
 		opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
 	}
+	opts.AgentWatchNamespaces = strings.Split(agentWatchNamespaces, ",")
 	ctrl.SetLogger(klog.NewKlogr())
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

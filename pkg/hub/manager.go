@@ -11,13 +11,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"open-cluster-management.io/addon-framework/pkg/addonmanager"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -43,6 +48,11 @@ type Options struct {
 	RequirePlacementBinding bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
+	// AgentImage is the image of the agent the addon framework deploys to each cluster.
+	AgentImage string
+	// AgentWatchNamespaces are the namespaces of the managed clusters' Argo CD, where the
+	// agent watches Applications.
+	AgentWatchNamespaces []string
 	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
 	GracefulShutdown time.Duration
 }
@@ -50,6 +60,10 @@ type Options struct {
 // DefaultAddonName is the ClusterManagementAddOn's name. `argocd` is taken by upstream's
 // integration.
 const DefaultAddonName = "argocd-pull"
+
+// DefaultAgentImage is the agent's image unless a flag or an AddOnDeploymentConfig
+// registry override says otherwise.
+const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:latest"
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
@@ -61,6 +75,8 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		Concurrency:             4,
+		AgentImage:              DefaultAgentImage,
+		AgentWatchNamespaces:    []string{"argocd"},
 		GracefulShutdown:        30 * time.Second,
 	}
 }
@@ -73,6 +89,12 @@ func (o Options) Validate() error {
 	}
 	if o.ArgoCDNamespace == "" {
 		errs = append(errs, errors.New("the Argo CD namespace is empty"))
+	}
+	if o.AgentImage == "" {
+		errs = append(errs, errors.New("the agent image is empty"))
+	}
+	if len(o.AgentWatchNamespaces) == 0 {
+		errs = append(errs, errors.New("the agent watches no namespace"))
 	}
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
@@ -122,7 +144,59 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.LoggerFrom(ctx).Info("starting the hub addon-manager", "addon", opts.AddonName,
+	addonMgr, err := newAddonManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, 1)
+	// The addon framework acts only on the elected replica, and stops with the rest.
+	go func() {
+		select {
+		case <-mgr.Elected():
+			if err := addonMgr.Start(ctx); err != nil {
+				errs <- fmt.Errorf("start the addon framework: %w", err)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	log := ctrl.LoggerFrom(ctx)
+	log.Info("starting the hub addon-manager", "addon", opts.AddonName,
 		"leaderElection", opts.LeaderElect, "concurrency", opts.Concurrency)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case err := <-errs:
+			log.Error(err, "stopping the manager")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return mgr.Start(ctx)
+}
+
+// newAddonManager registers the agent with addon-framework's manager.
+func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	addons, err := addonclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	agentAddon, err := addon.NewAgentAddon(addon.Options{
+		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
+	}, kube, addons)
+	if err != nil {
+		return nil, err
+	}
+	addonMgr, err := addonmanager.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the addon framework manager: %w", err)
+	}
+	if err := addonMgr.AddAgent(agentAddon); err != nil {
+		return nil, err
+	}
+	return addonMgr, nil
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,12 @@ type Options struct {
 	Clusters []string
 	// ArgoCD runs Argo CD on the hub and on every managed cluster.
 	ArgoCD bool
+	// Addon runs the argocd-pull addon-manager on the hub (bin/manager, with ManagerArgs
+	// added to its flags), installs the ClusterManagementAddOn from AddonManifest, and runs
+	// the agent Deployments the addon framework delivers to the managed clusters.
+	Addon         bool
+	ManagerArgs   []string
+	AddonManifest string
 	// Modules locates the manifests the fleet installs.
 	Modules ModuleDirs
 	// Progress, when set, is told of each step as it completes.
@@ -85,9 +92,11 @@ type Fleet struct {
 	Git      *GitRepo
 	Dir      string
 
-	sup    *supervisor
-	redis  []*miniredis.Miniredis
-	stopMu sync.Once
+	sup     *supervisor
+	redis   []*miniredis.Miniredis
+	stopMu  sync.Once
+	cancel  context.CancelFunc // stops the pod runners
+	runners sync.WaitGroup
 }
 
 // ManagedCluster is a managed cluster's control plane, joined to the hub.
@@ -177,6 +186,12 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 			return nil, err
 		}
 	}
+	if opts.Addon {
+		if err := f.startAddon(ctx, opts); err != nil {
+			return nil, fmt.Errorf("argocd-pull addon: %w", err)
+		}
+		step("argocd-pull addon-manager running on the hub; agent Deployments run as processes")
+	}
 	if err := f.writeState(); err != nil {
 		return nil, err
 	}
@@ -208,6 +223,42 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	return nil
 }
 
+// AgentLabelSelector selects the Deployments of the addon's agent on a managed cluster.
+const AgentLabelSelector = "app.kubernetes.io/part-of=argocd-pull"
+
+func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
+	applier, err := NewApplier(f.Hub.Config)
+	if err != nil {
+		return err
+	}
+	if err := applier.ApplyFiles(ctx, "", opts.AddonManifest); err != nil {
+		return err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--kubeconfig=" + f.Hub.Kubeconfig,
+		"--leader-election-namespace=" + hubNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+	}, opts.ManagerArgs...)
+	if _, err := f.sup.start(processSpec{Name: "hub-argocd-pull-manager", Path: filepath.Join(opts.BinDir, "manager"), Args: args}); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	for _, mc := range f.Clusters {
+		r := &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector, pods: map[string]*runningPod{}}
+		f.runners.Add(1)
+		go func() {
+			defer f.runners.Done()
+			r.run(runCtx)
+		}()
+	}
+	return nil
+}
+
 // Cluster returns the managed cluster called name, or nil.
 func (f *Fleet) Cluster(name string) *ManagedCluster {
 	for _, mc := range f.Clusters {
@@ -228,6 +279,10 @@ func (f *Fleet) Healthy() error { return f.sup.failed() }
 // safe to call more than once.
 func (f *Fleet) Stop() {
 	f.stopMu.Do(func() {
+		if f.cancel != nil {
+			f.cancel()
+			f.runners.Wait()
+		}
 		f.sup.stopAll(10 * time.Second)
 		for _, r := range f.redis {
 			r.Close()

@@ -1,0 +1,169 @@
+// Package addon wires the argocd-pull agent into the OCM addon framework: the manifests
+// the framework deploys to each managed cluster that opts in, the agent's registration
+// with the hub (a KubeClient certificate and the hub permissions it gets), and its
+// health (a Lease).
+package addon
+
+import (
+	"context"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"open-cluster-management.io/addon-framework/pkg/addonfactory"
+	"open-cluster-management.io/addon-framework/pkg/agent"
+	"open-cluster-management.io/addon-framework/pkg/utils"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+)
+
+const (
+	// AgentName is the agent's name in its registration: its hub user is
+	// system:open-cluster-management:cluster:<cluster>:addon:<addon>:agent:<AgentName>.
+	AgentName = "agent"
+	// DefaultInstallNamespace is where the klusterlet installs addon agents by default.
+	DefaultInstallNamespace = addonfactory.AddonDefaultInstallNamespace
+	// hubKubeconfigMountPath is where the agent's Deployment mounts the hub kubeconfig
+	// secret that the klusterlet writes.
+	hubKubeconfigMountPath = "/var/run/hub"
+)
+
+// Options configure the addon.
+type Options struct {
+	// AddonName names the ClusterManagementAddOn and every ManagedClusterAddOn.
+	AddonName string
+	// AgentImage is the agent's image, before any AddOnDeploymentConfig registry override.
+	AgentImage string
+	// WatchNamespaces are the namespaces of the managed clusters' Argo CD Applications.
+	WatchNamespaces []string
+}
+
+// agentAddon renders the agent's manifests for each cluster; see Manifests.
+type agentAddon struct {
+	opts      Options
+	adcGetter utils.AddOnDeploymentConfigGetter
+	hubKube   kubernetes.Interface
+}
+
+// NewAgentAddon returns the addon for the framework's manager. hubKube creates the agent's
+// hub RBAC; addons reads AddOnDeploymentConfigs.
+func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclient.Interface) (agent.AgentAddon, error) {
+	if opts.AddonName == "" || opts.AgentImage == "" || len(opts.WatchNamespaces) == 0 {
+		return nil, fmt.Errorf("addon options need a name, an agent image and watch namespaces: %+v", opts)
+	}
+	return &agentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}, nil
+}
+
+// Manifests returns what the framework deploys to the cluster through a ManifestWork.
+func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) ([]runtime.Object, error) {
+	adc, err := utils.GetDesiredAddOnDeploymentConfig(addon, a.adcGetter)
+	if err != nil {
+		return nil, fmt.Errorf("AddOnDeploymentConfig of %s/%s: %w", addon.Namespace, addon.Name, err)
+	}
+	return renderAgentManifests(agentValues{
+		AddonName:        a.opts.AddonName,
+		ClusterName:      cluster.Name,
+		InstallNamespace: installNamespace(addon, adc),
+		Image:            a.opts.AgentImage,
+		WatchNamespaces:  a.opts.WatchNamespaces,
+	}, adc)
+}
+
+// GetAgentAddonOptions tells the framework how to register the agent and judge its health.
+func (a *agentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
+	return agent.AgentAddonOptions{
+		AddonName: a.opts.AddonName,
+		Registration: &agent.RegistrationOption{
+			Configurations:   agent.KubeClientSignerConfigurations(a.opts.AddonName, AgentName),
+			CSRApproveCheck:  utils.DefaultCSRApprover(AgentName),
+			PermissionConfig: a.grantHubPermissions,
+		},
+		// The agent runs addon-framework's lease updater in its install namespace.
+		HealthProber:        &agent.HealthProber{Type: agent.HealthProberTypeLease},
+		SupportedConfigGVRs: []schema.GroupVersionResource{utils.AddOnDeploymentConfigGVR},
+		AgentInstallNamespace: func(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) (string, error) {
+			adc, err := utils.GetDesiredAddOnDeploymentConfig(addon, a.adcGetter)
+			if err != nil {
+				return "", err
+			}
+			return installNamespace(addon, adc), nil
+		},
+	}
+}
+
+// installNamespace is the AddOnDeploymentConfig's agentInstallNamespace, else the
+// v1alpha1 installNamespace that `clusteradm addon enable --namespace` sets (an annotation
+// in v1beta1), else the klusterlet's default.
+func installNamespace(addon *addonv1beta1.ManagedClusterAddOn, adc *addonv1beta1.AddOnDeploymentConfig) string {
+	if adc != nil && adc.Spec.AgentInstallNamespace != "" {
+		return adc.Spec.AgentInstallNamespace
+	}
+	if ns := addon.Annotations[addonv1beta1.InstallNamespaceAnnotation]; ns != "" {
+		return ns
+	}
+	return DefaultInstallNamespace
+}
+
+// HubRole is what the agent's hub identity may do, in its own cluster namespace only: read
+// its own ManagedClusterAddOn, patch its status, and record Events.
+func HubRole(addonName string) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: hubRoleName(addonName)},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{addonv1beta1.GroupName}, Resources: []string{"managedclusteraddons"},
+				ResourceNames: []string{addonName}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{addonv1beta1.GroupName}, Resources: []string{"managedclusteraddons/status"},
+				ResourceNames: []string{addonName}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		},
+	}
+}
+
+func hubRoleName(addonName string) string {
+	return "open-cluster-management:" + addonName + ":agent"
+}
+
+// grantHubPermissions creates HubRole in the cluster's namespace and binds it to the
+// agent's user and to the group of this cluster's agents only.
+//
+// The framework's BindKubeClientRole binds every group of the registration, and one of
+// them, system:open-cluster-management:addon:<addon>, is shared by the agents of all
+// clusters: bound in each cluster namespace, it would let any cluster's agent write any
+// other cluster's report. So the binding names only the per-cluster subjects.
+func (a *agentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) error {
+	role := HubRole(a.opts.AddonName)
+	role.Namespace = cluster.Name
+	setAddonOwner(&role.ObjectMeta, addon)
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: cluster.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: agent.DefaultUser(cluster.Name, a.opts.AddonName, AgentName)},
+			{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: clusterAgentsGroup(cluster.Name, a.opts.AddonName)},
+		},
+	}
+	setAddonOwner(&binding.ObjectMeta, addon)
+	if _, _, err := utils.ApplyRole(ctx, a.hubKube.RbacV1(), role); err != nil {
+		return fmt.Errorf("apply hub role for %s: %w", cluster.Name, err)
+	}
+	if _, _, err := utils.ApplyRoleBinding(ctx, a.hubKube.RbacV1(), binding); err != nil {
+		return fmt.Errorf("apply hub role binding for %s: %w", cluster.Name, err)
+	}
+	return nil
+}
+
+// clusterAgentsGroup is the registration group of this addon's agents on one cluster.
+func clusterAgentsGroup(cluster, addonName string) string {
+	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster, addonName)
+}
+
+// setAddonOwner makes the ManagedClusterAddOn own obj, so that disabling the addon on a
+// cluster removes the agent's hub permissions with it.
+func setAddonOwner(obj *metav1.ObjectMeta, addon *addonv1beta1.ManagedClusterAddOn) {
+	obj.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(addon,
+		schema.GroupVersionKind{Group: addonv1beta1.GroupName, Version: "v1beta1", Kind: "ManagedClusterAddOn"})}
+}

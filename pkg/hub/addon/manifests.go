@@ -1,0 +1,191 @@
+package addon
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"open-cluster-management.io/addon-framework/pkg/addonfactory"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+)
+
+// agentContainer names the agent's container; AddOnDeploymentConfig resource requirements
+// match it as "deployments:<agent deployment>:agent".
+const agentContainer = "agent"
+
+// agentValues are the per-cluster inputs of the agent's manifests.
+type agentValues struct {
+	AddonName        string
+	ClusterName      string
+	InstallNamespace string
+	Image            string
+	WatchNamespaces  []string
+}
+
+// deploymentName is the name of the agent's Deployment and ServiceAccount on the spoke.
+func (v agentValues) deploymentName() string { return v.AddonName + "-agent" }
+
+// HubKubeconfigSecret is the secret in the install namespace where the klusterlet writes
+// the agent's hub kubeconfig.
+func HubKubeconfigSecret(addonName string) string { return addonName + "-hub-kubeconfig" }
+
+// renderAgentManifests returns the agent's objects for one cluster: its ServiceAccount,
+// its spoke RBAC (read-only on Applications in the watched namespaces, its own Lease and
+// Events), its Deployment, and its Namespace when that is not the klusterlet's default.
+// adc, when set, customises node placement, tolerations, image registries, proxy and
+// resources.
+func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) ([]runtime.Object, error) {
+	name := v.deploymentName()
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: v.InstallNamespace}
+	roleName := hubRoleName(v.AddonName)
+	var objs []runtime.Object
+	if v.InstallNamespace != DefaultInstallNamespace {
+		objs = append(objs, &corev1.Namespace{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			// Other workloads may share a custom namespace: never delete it with the addon.
+			ObjectMeta: metav1.ObjectMeta{Name: v.InstallNamespace, Annotations: map[string]string{
+				addonv1beta1.DeletionOrphanAnnotationKey: ""}},
+		})
+	}
+	objs = append(objs,
+		&corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.InstallNamespace},
+		},
+		// The prerequisite check reads only the Application CRD.
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: roleName},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+				ResourceNames: []string{"applications.argoproj.io"}, Verbs: []string{"get", "list", "watch"}}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: roleName},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName},
+			Subjects:   []rbacv1.Subject{sa},
+		},
+	)
+	objs = append(objs, roleWithBinding(roleName, v.InstallNamespace, sa,
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"},
+			Verbs: []string{"create", "patch", "update"}},
+	)...)
+	for _, ns := range v.WatchNamespaces {
+		objs = append(objs, roleWithBinding(roleName+":applications", ns, sa,
+			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
+				Verbs: []string{"get", "list", "watch"}},
+		)...)
+	}
+	deploy, err := agentDeployment(v, adc)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, deploy), nil
+}
+
+func roleWithBinding(name, namespace string, subject rbacv1.Subject, rules ...rbacv1.PolicyRule) []runtime.Object {
+	return []runtime.Object{
+		&rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Rules:      rules,
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{subject},
+		},
+	}
+}
+
+func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*appsv1.Deployment, error) {
+	name := v.deploymentName()
+	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": v.AddonName}
+	container := corev1.Container{
+		Name:            agentContainer,
+		Image:           v.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/agent"},
+		Args: []string{
+			"--hub-kubeconfig=" + path.Join(hubKubeconfigMountPath, "kubeconfig"),
+			"--cluster-name=" + v.ClusterName,
+			"--addon-name=" + v.AddonName,
+			"--addon-namespace=" + v.InstallNamespace,
+			"--watch-namespaces=" + strings.Join(v.WatchNamespaces, ","),
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "hub-kubeconfig", MountPath: hubKubeconfigMountPath, ReadOnly: true}},
+	}
+	pod := corev1.PodSpec{
+		ServiceAccountName: name,
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Volumes: []corev1.Volume{{Name: "hub-kubeconfig", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: HubKubeconfigSecret(v.AddonName)}}}},
+	}
+	if adc != nil {
+		if err := customise(&pod, &container, name, adc); err != nil {
+			return nil, err
+		}
+	}
+	pod.Containers = []corev1.Container{container}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.InstallNamespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}, nil
+}
+
+// customise applies an AddOnDeploymentConfig: node placement, image registries, proxy and
+// resource requirements (the first entry whose containerID matches
+// "deployments:<name>:agent", "*" matching any part, as the framework's templates do).
+func customise(pod *corev1.PodSpec, container *corev1.Container, deployment string, adc *addonv1beta1.AddOnDeploymentConfig) error {
+	if np := adc.Spec.NodePlacement; np != nil {
+		pod.NodeSelector = np.NodeSelector
+		pod.Tolerations = np.Tolerations
+	}
+	container.Image = addonfactory.OverrideImage(adc.Spec.Registries, container.Image)
+	proxy := adc.Spec.ProxyConfig
+	for _, env := range []struct{ name, value string }{
+		{"HTTP_PROXY", proxy.HTTPProxy}, {"HTTPS_PROXY", proxy.HTTPSProxy}, {"NO_PROXY", proxy.NoProxy},
+	} {
+		if env.value != "" {
+			container.Env = append(container.Env, corev1.EnvVar{Name: env.name, Value: env.value})
+		}
+	}
+	requirements, err := addonfactory.GetRegexResourceRequirements(adc.Spec.ResourceRequirements)
+	if err != nil {
+		return fmt.Errorf("AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+	}
+	id := fmt.Sprintf("deployments:%s:%s", deployment, agentContainer)
+	for _, rr := range requirements {
+		if regexp.MustCompile(rr.ContainerIDRegex).MatchString(id) {
+			container.Resources = rr.ResourcesRaw
+			break
+		}
+	}
+	return nil
+}

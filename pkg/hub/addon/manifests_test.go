@@ -1,0 +1,181 @@
+package addon
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+)
+
+func values(ns string) agentValues {
+	return agentValues{AddonName: "argocd-pull", ClusterName: "c1", InstallNamespace: ns,
+		Image: "quay.io/ocm-gitops/argocd-pull-addon:v1", WatchNamespaces: []string{"argocd", "team-a"}}
+}
+
+func find[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func TestAgentManifestsDefaultNamespace(t *testing.T) {
+	objs, err := renderAgentManifests(values(DefaultInstallNamespace), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := find[*corev1.Namespace](objs); len(ns) != 0 {
+		t.Errorf("the klusterlet's default namespace must not be shipped (the addon would delete it): %v", ns)
+	}
+	for _, o := range objs {
+		if o.GetObjectKind().GroupVersionKind().Kind == "" {
+			t.Errorf("%T has no kind; the framework refuses manifests without TypeMeta", o)
+		}
+	}
+	deploys := find[*appsv1.Deployment](objs)
+	if len(deploys) != 1 {
+		t.Fatalf("want one Deployment, got %d", len(deploys))
+	}
+	d := deploys[0]
+	c := d.Spec.Template.Spec.Containers[0]
+	wantArgs := []string{"--hub-kubeconfig=/var/run/hub/kubeconfig", "--cluster-name=c1", "--addon-name=argocd-pull",
+		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a"}
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("args = %v, want %v", c.Args, wantArgs)
+	}
+	if got := d.Spec.Template.Spec.Volumes[0].Secret.SecretName; got != "argocd-pull-hub-kubeconfig" {
+		t.Errorf("hub kubeconfig secret = %q", got)
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "argocd-pull-agent" || d.Labels["app.kubernetes.io/part-of"] != "argocd-pull" {
+		t.Errorf("service account %q, labels %v", d.Spec.Template.Spec.ServiceAccountName, d.Labels)
+	}
+
+	// Applications are readable only in the watched namespaces, and nothing is writable.
+	var appNamespaces []string
+	for _, role := range find[*rbacv1.Role](objs) {
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "applications") {
+				appNamespaces = append(appNamespaces, role.Namespace)
+				if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+					t.Errorf("applications verbs in %s = %v, want read-only", role.Namespace, rule.Verbs)
+				}
+			}
+		}
+	}
+	if !slices.Equal(appNamespaces, []string{"argocd", "team-a"}) {
+		t.Errorf("Application roles in %v, want argocd and team-a", appNamespaces)
+	}
+	for _, cr := range find[*rbacv1.ClusterRole](objs) {
+		for _, rule := range cr.Rules {
+			if !slices.Equal(rule.ResourceNames, []string{"applications.argoproj.io"}) {
+				t.Errorf("cluster-wide rule %v is not limited to the Application CRD", rule)
+			}
+		}
+	}
+}
+
+func TestAgentManifestsCustomNamespaceIsOrphaned(t *testing.T) {
+	objs, err := renderAgentManifests(values("argocd-pull-agent"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := find[*corev1.Namespace](objs)
+	if len(ns) != 1 || ns[0].Name != "argocd-pull-agent" {
+		t.Fatalf("want the custom namespace shipped, got %v", ns)
+	}
+	if _, ok := ns[0].Annotations[addonv1beta1.DeletionOrphanAnnotationKey]; !ok {
+		t.Error("the custom namespace is not orphaned on addon removal")
+	}
+}
+
+func TestAgentManifestsAddOnDeploymentConfig(t *testing.T) {
+	adc := &addonv1beta1.AddOnDeploymentConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "c1"},
+		Spec: addonv1beta1.AddOnDeploymentConfigSpec{
+			NodePlacement: &addonv1beta1.NodePlacement{
+				NodeSelector: map[string]string{"node-role.kubernetes.io/infra": ""},
+				Tolerations:  []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			},
+			Registries:  []addonv1beta1.ImageMirror{{Source: "quay.io/ocm-gitops", Mirror: "mirror.example.com/gitops"}},
+			ProxyConfig: addonv1beta1.ProxyConfig{HTTPSProxy: "https://proxy:3128", NoProxy: "10.0.0.0/8"},
+			ResourceRequirements: []addonv1beta1.ContainerResourceRequirements{
+				{ContainerID: "deployments:other:*", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}},
+				{ContainerID: "*:argocd-pull-agent:agent", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}},
+			},
+		},
+	}
+	objs, err := renderAgentManifests(values(DefaultInstallNamespace), adc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "mirror.example.com/gitops/argocd-pull-addon:v1" {
+		t.Errorf("image = %s, want the mirror", c.Image)
+	}
+	if pod.NodeSelector["node-role.kubernetes.io/infra"] != "" || len(pod.Tolerations) != 1 {
+		t.Errorf("node placement not applied: %v %v", pod.NodeSelector, pod.Tolerations)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["HTTPS_PROXY"] != "https://proxy:3128" || env["NO_PROXY"] != "10.0.0.0/8" || env["HTTP_PROXY"] != "" {
+		t.Errorf("proxy env = %v", env)
+	}
+	if got := c.Resources.Limits.Memory().String(); got != "64Mi" {
+		t.Errorf("memory limit = %s, want the matching entry's 64Mi", got)
+	}
+
+	adc.Spec.ResourceRequirements = []addonv1beta1.ContainerResourceRequirements{{ContainerID: "not-three-parts"}}
+	if _, err := renderAgentManifests(values(DefaultInstallNamespace), adc); err == nil {
+		t.Error("a malformed containerID rendered without error")
+	}
+}
+
+func TestInstallNamespace(t *testing.T) {
+	withAnnotation := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{
+		Annotations: map[string]string{addonv1beta1.InstallNamespaceAnnotation: "from-clusteradm"}}}
+	adc := &addonv1beta1.AddOnDeploymentConfig{Spec: addonv1beta1.AddOnDeploymentConfigSpec{AgentInstallNamespace: "from-adc"}}
+	for _, tc := range []struct {
+		name  string
+		addon *addonv1beta1.ManagedClusterAddOn
+		adc   *addonv1beta1.AddOnDeploymentConfig
+		want  string
+	}{
+		{"default", &addonv1beta1.ManagedClusterAddOn{}, nil, DefaultInstallNamespace},
+		{"v1alpha1 installNamespace", withAnnotation, nil, "from-clusteradm"},
+		{"AddOnDeploymentConfig wins", withAnnotation, adc, "from-adc"},
+	} {
+		if got := installNamespace(tc.addon, tc.adc); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestHubRoleIsLimitedToTheAddon(t *testing.T) {
+	role := HubRole("argocd-pull")
+	for _, rule := range role.Rules {
+		if slices.Contains(rule.Resources, "events") {
+			if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "create" && v != "patch" }) {
+				t.Errorf("events verbs %v", rule.Verbs)
+			}
+			continue
+		}
+		if !slices.Equal(rule.ResourceNames, []string{"argocd-pull"}) {
+			t.Errorf("rule %v is not limited to the addon's own ManagedClusterAddOn", rule)
+		}
+		if slices.Contains(rule.Resources, "managedclusteraddons/status") && !slices.Equal(rule.Verbs, []string{"patch"}) {
+			t.Errorf("status verbs %v, want patch only", rule.Verbs)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// podRunner stands in for the kubelet of one cluster: it runs, as processes, the
+// Deployments that carry a label it is told to run. Each runs with what a kubelet would
+// give its Pod: a token of its service account (as $KUBECONFIG, since there is no
+// in-cluster mount), its secret volumes as files, its env and args. The image decides
+// nothing: the container's command names a binary in the fleet's bin directory.
+type podRunner struct {
+	cp       *ControlPlane
+	sup      *supervisor
+	bin      string
+	selector string // label selector of the Deployments to run
+
+	mu   sync.Mutex
+	pods map[string]*runningPod // namespace/name -> pod
+}
+
+type runningPod struct {
+	proc *process
+	spec string // hash of what the process was started from
+}
+
+// run reconciles every second until ctx ends, then stops the pods it started.
+func (r *podRunner) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "fleet: pods on %s: %v\n", r.cp.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			r.stopAll()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *podRunner) reconcile(ctx context.Context) error {
+	deploys, err := r.cp.Kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: r.selector})
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i := range deploys.Items {
+		d := &deploys.Items[i]
+		key := d.Namespace + "/" + d.Name
+		if d.DeletionTimestamp != nil || (d.Spec.Replicas != nil && *d.Spec.Replicas == 0) {
+			continue
+		}
+		want[key] = true
+		if err := r.ensure(ctx, key, d); err != nil {
+			fmt.Fprintf(os.Stderr, "fleet: pod %s on %s: %v\n", key, r.cp.Name, err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, pod := range r.pods {
+		if !want[key] {
+			r.sup.remove(pod.proc, 10*time.Second)
+			delete(r.pods, key)
+		}
+	}
+	return nil
+}
+
+// ensure starts the Deployment's process, or restarts it when it exited or when its spec
+// or mounted secrets changed.
+func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment) error {
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) == 0 || len(pod.Containers[0].Command) == 0 {
+		return fmt.Errorf("no container command to run")
+	}
+	c := pod.Containers[0]
+	dir := filepath.Join(r.cp.Dir, "pods", d.Namespace, d.Name)
+	args := append([]string(nil), c.Args...)
+	hash := sha256.New()
+	fmt.Fprintf(hash, "%v|%v|%v", c.Command, c.Args, c.Env)
+	for _, vol := range pod.Volumes {
+		if vol.Secret == nil {
+			continue
+		}
+		secret, err := r.cp.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, vol.Secret.SecretName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // as a kubelet: the pod waits for its secret
+		}
+		if err != nil {
+			return err
+		}
+		volDir := filepath.Join(dir, "volumes", vol.Name)
+		if err := writeSecretVolume(volDir, secret, hash); err != nil {
+			return err
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == vol.Name {
+				for i := range args {
+					args[i] = strings.ReplaceAll(args[i], m.MountPath, volDir)
+				}
+			}
+		}
+	}
+	spec := hex.EncodeToString(hash.Sum(nil))
+
+	r.mu.Lock()
+	running, ok := r.pods[key]
+	r.mu.Unlock()
+	if ok {
+		exited, _ := running.proc.Exited()
+		if !exited && running.spec == spec {
+			return nil
+		}
+		r.sup.remove(running.proc, 10*time.Second)
+	}
+
+	kubeconfig := filepath.Join(dir, "serviceaccount.kubeconfig")
+	if err := r.cp.ServiceAccountKubeconfig(ctx, d.Namespace, pod.ServiceAccountName, kubeconfig, tokenTTL); err != nil {
+		return err
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + d.Namespace, "POD_NAME=" + d.Name + "-fleet"}
+	for _, e := range c.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	proc, err := r.sup.start(processSpec{
+		Name: r.cp.Name + "-pod-" + d.Namespace + "-" + d.Name,
+		Path: filepath.Join(r.bin, filepath.Base(c.Command[0])),
+		Args: append(c.Command[1:], args...),
+		Env:  env,
+		Dir:  dir,
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.pods[key] = &runningPod{proc: proc, spec: spec}
+	r.mu.Unlock()
+	return nil
+}
+
+// writeSecretVolume writes each key of the secret as a file, as a secret volume does, and
+// feeds the content to hash.
+func writeSecretVolume(dir string, secret *corev1.Secret, hash interface{ Write([]byte) (int, error) }) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(secret.Data))
+	for k := range secret.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		_, _ = hash.Write([]byte(k))
+		_, _ = hash.Write(secret.Data[k])
+		if err := os.WriteFile(filepath.Join(dir, k), secret.Data[k], 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *podRunner) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, pod := range r.pods {
+		r.sup.remove(pod.proc, 10*time.Second)
+		delete(r.pods, key)
+	}
+}
