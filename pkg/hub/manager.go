@@ -15,14 +15,14 @@ import (
 	"k8s.io/client-go/rest"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -57,9 +57,6 @@ type Options struct {
 	GracefulShutdown time.Duration
 }
 
-// DefaultAddonName is the ClusterManagementAddOn's name. `argocd` is taken by upstream's
-// integration.
-const DefaultAddonName = "argocd-pull"
 
 // DefaultAgentImage is the agent's image unless a flag or an AddOnDeploymentConfig
 // registry override says otherwise.
@@ -71,7 +68,7 @@ func DefaultOptions() Options {
 		MetricsAddr:             ":8443",
 		ProbeAddr:               ":8081",
 		LeaderElect:             true,
-		AddonName:               DefaultAddonName,
+		AddonName:               propagation.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		Concurrency:             4,
@@ -105,9 +102,7 @@ func (o Options) Validate() error {
 // NewScheme returns the scheme of every type the hub manager reads or writes.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install,
-	} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, propagation.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -125,8 +120,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	gracefulShutdown := opts.GracefulShutdown
+	propagationOpts := propagation.Options{
+		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
+		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         cache.Options{ByObject: propagation.CacheByObject(propagationOpts)},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElect,
@@ -143,6 +143,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
+	}
+	if err := propagation.Setup(mgr, propagationOpts); err != nil {
+		return fmt.Errorf("set up propagation: %w", err)
+	}
+	if err := clustersecret.Setup(mgr, clustersecret.Options{
+		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+	}); err != nil {
+		return fmt.Errorf("set up cluster secrets: %w", err)
 	}
 	addonMgr, err := newAddonManager(cfg, opts)
 	if err != nil {

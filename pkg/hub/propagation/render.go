@@ -1,10 +1,8 @@
-// Package propagation turns pulled hub Argo CD Applications into ManifestWorks for their
-// managed clusters.
-//
+package propagation
+
 // This file holds the pure rendering: from a hub Application (and, optionally, its
 // AppProject) to the ManifestWork that carries it, exactly as described in sections 1, 2
 // and 4 of the pull-model reference. It does no I/O.
-package propagation
 
 import (
 	"crypto/sha256"

@@ -1,0 +1,147 @@
+package addon
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"open-cluster-management.io/addon-framework/pkg/agent"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+// TestAgentHubIdentityIsConfinedToItsOwnAddon impersonates the agent's real hub identity
+// (the user and groups of its KubeClient registration) against a real apiserver, after the
+// addon granted its permissions, and checks every door.
+func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	adminAddons := addonclient.NewForConfigOrDie(env.Config)
+	for _, ns := range []string{"c1", "c2"} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mcas := map[string]*addonv1beta1.ManagedClusterAddOn{}
+	for _, key := range []struct{ ns, name string }{{"c1", "argocd-pull"}, {"c2", "argocd-pull"}, {"c1", "other-addon"}} {
+		mca, err := adminAddons.AddonV1beta1().ManagedClusterAddOns(key.ns).Create(ctx,
+			&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: key.name, Namespace: key.ns}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mcas[key.ns+"/"+key.name] = mca
+	}
+	a := &agentAddon{opts: Options{AddonName: "argocd-pull"}, hubKube: admin}
+	for _, c := range []string{"c1", "c2"} {
+		if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c}}, mcas[c+"/argocd-pull"]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The c1 agent, exactly as its client certificate presents it.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: agent.DefaultUser("c1", "argocd-pull", AgentName),
+		Groups:   append(agent.DefaultGroups("c1", "argocd-pull"), "system:authenticated"),
+	}
+	addons := addonclient.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	works := workclient.NewForConfigOrDie(cfg)
+	status, _ := json.Marshal(map[string]any{
+		"apiVersion": "addon.open-cluster-management.io/v1beta1", "kind": "ManagedClusterAddOn",
+		"metadata": map[string]any{"name": "argocd-pull"},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": "ReportProbe", "status": "True", "reason": "Probe", "message": "written by the agent",
+			"lastTransitionTime": "2026-01-01T00:00:00Z"}}},
+	})
+	patchStatus := func(ns, name string) error {
+		_, err := addons.AddonV1beta1().ManagedClusterAddOns(ns).Patch(ctx, name, types.ApplyPatchType, status,
+			metav1.PatchOptions{FieldManager: "argocd-pull-agent", Force: ptr.To(true)}, "status")
+		return err
+	}
+	event := func(ns string) error {
+		_, err := kube.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{Kind: "ManagedClusterAddOn", Namespace: ns, Name: "argocd-pull"},
+			Reason:         "Probe", Message: "probe", Type: corev1.EventTypeNormal,
+		}, metav1.CreateOptions{})
+		return err
+	}
+
+	allowed := map[string]func() error{
+		"get its own ManagedClusterAddOn": func() error {
+			_, err := addons.AddonV1beta1().ManagedClusterAddOns("c1").Get(ctx, "argocd-pull", metav1.GetOptions{})
+			return err
+		},
+		"list its own ManagedClusterAddOn by name": func() error {
+			_, err := addons.AddonV1beta1().ManagedClusterAddOns("c1").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=argocd-pull"})
+			return err
+		},
+		"patch its own status":             func() error { return patchStatus("c1", "argocd-pull") },
+		"record an Event in its namespace": func() error { return event("c1") },
+	}
+	for what, call := range allowed {
+		if err := call(); err != nil {
+			t.Errorf("the agent may %s, but: %v", what, err)
+		}
+	}
+	refused := map[string]func() error{
+		"patch another cluster's status":       func() error { return patchStatus("c2", "argocd-pull") },
+		"patch another addon's status":         func() error { return patchStatus("c1", "other-addon") },
+		"record an Event in another namespace": func() error { return event("c2") },
+		"get another cluster's addon": func() error {
+			_, err := addons.AddonV1beta1().ManagedClusterAddOns("c2").Get(ctx, "argocd-pull", metav1.GetOptions{})
+			return err
+		},
+		"list every addon in its namespace": func() error {
+			_, err := addons.AddonV1beta1().ManagedClusterAddOns("c1").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"update its own spec": func() error {
+			mca := mcas["c1/argocd-pull"].DeepCopy()
+			mca.Labels = map[string]string{"forged": "true"}
+			_, err := addons.AddonV1beta1().ManagedClusterAddOns("c1").Update(ctx, mca, metav1.UpdateOptions{})
+			return err
+		},
+		"delete its own addon": func() error {
+			return addons.AddonV1beta1().ManagedClusterAddOns("c1").Delete(ctx, "argocd-pull", metav1.DeleteOptions{})
+		},
+		"read secrets in its namespace": func() error {
+			_, err := kube.CoreV1().Secrets("c1").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"read ManifestWorks in its namespace": func() error {
+			_, err := works.WorkV1().ManifestWorks("c1").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"list namespaces": func() error {
+			_, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			return err
+		},
+	}
+	for what, call := range refused {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent must not %s: got %v, want Forbidden", what, err)
+		}
+	}
+
+	got, err := adminAddons.AddonV1beta1().ManagedClusterAddOns("c1").Get(ctx, "argocd-pull", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "ReportProbe" {
+		t.Errorf("the allowed status patch did not land: %v", got.Status.Conditions)
+	}
+}

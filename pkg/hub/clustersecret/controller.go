@@ -1,0 +1,262 @@
+// Package clustersecret keeps an Argo CD cluster Secret in the hub Argo CD's namespace for
+// every managed cluster that has opted into the addon, so that ApplicationSet cluster
+// generators can select the clusters by name and by their ManagedCluster labels.
+//
+// The Secret carries no credentials: the hub Argo CD never deploys to these clusters;
+// the pull model does. Its server is the cluster's API URL from the ManagedCluster, or a
+// placeholder that cannot resolve.
+package clustersecret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+const (
+	// ControllerName names the controller, and is the field manager of the Secrets.
+	ControllerName = "argocd-pull-cluster-secret"
+
+	// LabelManagedBy, set to the addon name, marks the Secrets this controller owns.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// PlaceholderServerFormat gives the server of a cluster whose ManagedCluster has no
+	// client config: a URL under the reserved .invalid domain, which never resolves.
+	PlaceholderServerFormat = "https://%s.ocm.invalid"
+)
+
+// Options configure the controller. All fields are required.
+type Options struct {
+	// AddonName names the ManagedClusterAddOn that opts a cluster in.
+	AddonName string
+	// ArgoCDNamespace is the hub Argo CD's namespace, where the Secrets live.
+	ArgoCDNamespace string
+	// Concurrency is the number of parallel reconciles.
+	Concurrency int
+}
+
+// validate reports options that cannot work.
+func (o Options) validate() error {
+	var errs []error
+	if o.AddonName == "" {
+		errs = append(errs, errors.New("the addon name is empty"))
+	}
+	if o.ArgoCDNamespace == "" {
+		errs = append(errs, errors.New("the Argo CD namespace is empty"))
+	}
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// SecretName returns the name of the cluster Secret of a cluster.
+func SecretName(addonName, cluster string) string {
+	return cluster + "-" + addonName + "-cluster"
+}
+
+// Setup registers the controller with mgr. The manager's scheme needs client-go's, OCM
+// cluster v1 and addon v1beta1 types. The Secrets are read through a cache of their
+// own, limited to the Argo CD namespace and to the Secrets of this addon, so that the
+// manager never lists the Secrets of the hub.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, mgr.GetClient())
+}
+
+// setup is Setup with the client that the controller writes with and reads the
+// ManagedClusters and ManagedClusterAddOns through.
+func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("invalid cluster secret options: %w", err)
+	}
+	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{opts.ArgoCDNamespace: {}},
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{
+			argoapp.LabelSecretType: argoapp.SecretTypeCluster,
+			LabelManagedBy:          opts.AddonName,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("create the cluster secret cache: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return fmt.Errorf("add the cluster secret cache: %w", err)
+	}
+	r := &reconciler{client: c, secrets: secrets, opts: opts}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, cluster client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster.GetName()}}}
+			}), builder.WithPredicates(clusterChanged)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, addon client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: addon.GetNamespace()}}}
+			}), builder.WithPredicates(predicate.NewPredicateFuncs(func(addon client.Object) bool {
+			return addon.GetName() == opts.AddonName
+		}), existenceChanged)).
+		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, secret *corev1.Secret) []reconcile.Request {
+				if cluster := secret.Labels[clusterv1.ClusterNameLabelKey]; cluster != "" {
+					return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster}}}
+				}
+				return nil
+			}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up the cluster secret controller: %w", err)
+	}
+	return nil
+}
+
+// reconciler keeps the cluster Secret of one cluster; requests are keyed by the cluster
+// name.
+type reconciler struct {
+	client  client.Client
+	secrets client.Reader
+	opts    Options
+}
+
+// Reconcile creates or updates the cluster Secret when the cluster is opted in (its
+// ManagedCluster and the addon's ManagedClusterAddOn exist), and deletes it otherwise.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	cluster := req.Name
+	managedCluster, optedIn, err := r.optedIn(ctx, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	key := types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: SecretName(r.opts.AddonName, cluster)}
+	existing := &corev1.Secret{}
+	if err := r.secrets.Get(ctx, key, existing); apierrors.IsNotFound(err) {
+		existing = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get secret %s: %w", key, err)
+	}
+
+	if !optedIn {
+		if existing == nil || existing.DeletionTimestamp != nil {
+			return ctrl.Result{}, nil
+		}
+		err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", key, err)
+		}
+		log.Info("deleted the Argo CD cluster secret: the cluster opted out", "secret", key)
+		return ctrl.Result{}, nil
+	}
+
+	desired := desiredSecret(key, managedCluster, r.opts.AddonName)
+	if existing != nil {
+		owned, err := corev1ac.ExtractSecret(existing, ControllerName)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("extract the fields of secret %s: %w", key, err)
+		}
+		if equality.Semantic.DeepEqual(owned, desired) {
+			return ctrl.Result{}, nil
+		}
+	}
+	if err := r.client.Apply(ctx, desired, client.FieldOwner(ControllerName), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply secret %s: %w", key, err)
+	}
+	log.Info("applied the Argo CD cluster secret", "secret", key, "created", existing == nil)
+	return ctrl.Result{}, nil
+}
+
+// optedIn returns the ManagedCluster, and whether the cluster is opted in.
+func (r *reconciler) optedIn(ctx context.Context, cluster string) (*clusterv1.ManagedCluster, bool, error) {
+	managedCluster := &clusterv1.ManagedCluster{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: cluster}, managedCluster); apierrors.IsNotFound(err) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, fmt.Errorf("get managed cluster %s: %w", cluster, err)
+	}
+	if managedCluster.DeletionTimestamp != nil {
+		return nil, false, nil
+	}
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, fmt.Errorf("get managed cluster addon %s/%s: %w", cluster, r.opts.AddonName, err)
+	}
+	return managedCluster, addon.DeletionTimestamp == nil, nil
+}
+
+// desiredSecret returns the cluster Secret of a ManagedCluster: its labels, the Argo CD
+// cluster marker and the addon's own labels; its name and server; no credentials.
+func desiredSecret(key types.NamespacedName, cluster *clusterv1.ManagedCluster, addonName string) *corev1ac.SecretApplyConfiguration {
+	secretLabels := maps.Clone(cluster.Labels)
+	if secretLabels == nil {
+		secretLabels = map[string]string{}
+	}
+	secretLabels[argoapp.LabelSecretType] = argoapp.SecretTypeCluster
+	secretLabels[LabelManagedBy] = addonName
+	secretLabels[clusterv1.ClusterNameLabelKey] = cluster.Name
+	return corev1ac.Secret(key.Name, key.Namespace).
+		WithLabels(secretLabels).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{
+			"name":   []byte(cluster.Name),
+			"server": []byte(serverOf(cluster)),
+		})
+}
+
+// serverOf returns the API URL of a ManagedCluster: its first client config, else a
+// placeholder.
+func serverOf(cluster *clusterv1.ManagedCluster) string {
+	for _, config := range cluster.Spec.ManagedClusterClientConfigs {
+		if config.URL != "" {
+			return config.URL
+		}
+	}
+	return fmt.Sprintf(PlaceholderServerFormat, cluster.Name)
+}
+
+// clusterChanged keeps the events of a ManagedCluster that change its Secret: creation,
+// deletion, and an update of its labels or client configs, or the start of its deletion.
+var clusterChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldCluster, okOld := e.ObjectOld.(*clusterv1.ManagedCluster)
+		newCluster, okNew := e.ObjectNew.(*clusterv1.ManagedCluster)
+		if !okOld || !okNew {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(oldCluster.Labels, newCluster.Labels) ||
+			serverOf(oldCluster) != serverOf(newCluster) ||
+			(oldCluster.DeletionTimestamp == nil) != (newCluster.DeletionTimestamp == nil)
+	},
+}
+
+// existenceChanged keeps creations, deletions and the start of a deletion.
+var existenceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	},
+}

@@ -1,0 +1,257 @@
+package clustersecret
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+var (
+	envOnce  sync.Once
+	env      *testenv.Env
+	envError error
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOG") != "" {
+		ctrl.SetLogger(klog.NewKlogr())
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop envtest:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// fixture is one test's manager; its addon name and Argo CD namespace are its own.
+type fixture struct {
+	t       *testing.T
+	g       *gomega.WithT
+	ctx     context.Context
+	c       client.Client
+	opts    Options
+	id      string
+	applies atomic.Int64
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("envtest: skipped in -short mode")
+	}
+	envOnce.Do(func() { env, envError = testenv.New() })
+	if envError != nil {
+		t.Fatalf("start envtest: %v", envError)
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	f := &fixture{t: t, g: gomega.NewWithT(t), ctx: context.Background(), c: env.Client, id: id,
+		opts: Options{AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, Concurrency: 2}}
+	f.g.SetDefaultEventuallyTimeout(20 * time.Second)
+	f.g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	f.g.SetDefaultConsistentlyDuration(2 * time.Second)
+	f.g.SetDefaultConsistentlyPollingInterval(50 * time.Millisecond)
+	f.createNamespace(f.opts.ArgoCDNamespace)
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	cached, err := client.NewWithWatch(env.Config, client.Options{
+		Scheme: env.Scheme, Mapper: mgr.GetRESTMapper(), Cache: &client.CacheOptions{Reader: mgr.GetCache()},
+	})
+	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	counting := interceptor.NewClient(cached, interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			f.applies.Add(1)
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+	f.g.Expect(setup(mgr, f.opts, counting)).To(gomega.Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return f
+}
+
+func (f *fixture) createNamespace(name string) {
+	f.t.Helper()
+	err := f.c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if !apierrors.IsAlreadyExists(err) {
+		f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+}
+
+// createCluster creates a ManagedCluster with labels, its namespace and, when enabled,
+// the addon's ManagedClusterAddOn.
+func (f *fixture) createCluster(short string, labels map[string]string, enabled bool) string {
+	f.t.Helper()
+	name := short + "-" + f.id
+	f.g.Expect(f.c.Create(f.ctx, &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
+	})).To(gomega.Succeed())
+	f.createNamespace(name)
+	if enabled {
+		f.setAddon(name, true)
+	}
+	return name
+}
+
+func (f *fixture) setAddon(cluster string, enabled bool) {
+	f.t.Helper()
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster}}
+	if enabled {
+		f.g.Expect(f.c.Create(f.ctx, addon)).To(gomega.Succeed())
+	} else {
+		f.g.Expect(f.c.Delete(f.ctx, addon)).To(gomega.Succeed())
+	}
+}
+
+func (f *fixture) updateCluster(name string, change func(*clusterv1.ManagedCluster)) {
+	f.t.Helper()
+	f.g.Eventually(func() error {
+		cluster := &clusterv1.ManagedCluster{}
+		if err := f.c.Get(f.ctx, types.NamespacedName{Name: name}, cluster); err != nil {
+			return err
+		}
+		change(cluster)
+		return f.c.Update(f.ctx, cluster)
+	}).Should(gomega.Succeed())
+}
+
+// secret returns the cluster's Secret, or nil.
+func (f *fixture) secret(cluster string) *corev1.Secret {
+	f.t.Helper()
+	secret := &corev1.Secret{}
+	err := f.c.Get(f.ctx, types.NamespacedName{Namespace: f.opts.ArgoCDNamespace, Name: SecretName(f.opts.AddonName, cluster)}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	return secret
+}
+
+func stringData(secret *corev1.Secret) map[string]string {
+	if secret == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range secret.Data {
+		out[k] = string(v)
+	}
+	return out
+}
+
+func TestEnvtestClusterSecretLifecycle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := f.g
+	cluster := f.createCluster("east", map[string]string{"region": "eu", "tier": "gold"}, true)
+
+	// Created: Argo CD's cluster marker, the cluster's labels, a name and a placeholder
+	// server, and nothing else.
+	g.Eventually(func() map[string]string { return stringData(f.secret(cluster)) }).Should(gomega.Equal(map[string]string{
+		"name": cluster, "server": "https://" + cluster + ".ocm.invalid",
+	}))
+	secret := f.secret(cluster)
+	g.Expect(secret.Labels).To(gomega.Equal(map[string]string{
+		argoapp.LabelSecretType:       argoapp.SecretTypeCluster,
+		LabelManagedBy:                f.opts.AddonName,
+		clusterv1.ClusterNameLabelKey: cluster,
+		"region":                      "eu",
+		"tier":                        "gold",
+	}))
+	g.Expect(secret.Type).To(gomega.Equal(corev1.SecretTypeOpaque))
+
+	// No write without a change: a change to the Secret that the controller does not
+	// own reconciles, and is left alone.
+	applies := f.applies.Load()
+	secret.Annotations = map[string]string{"note": "by hand"}
+	g.Expect(f.c.Update(f.ctx, secret)).To(gomega.Succeed())
+	g.Consistently(func() int64 { return f.applies.Load() }).Should(gomega.Equal(applies))
+	g.Expect(f.secret(cluster).Annotations).To(gomega.HaveKeyWithValue("note", "by hand"))
+
+	// The cluster's labels and API URL follow.
+	f.updateCluster(cluster, func(mc *clusterv1.ManagedCluster) {
+		mc.Labels = map[string]string{"region": "us", "env": "prod"}
+		mc.Spec.ManagedClusterClientConfigs = []clusterv1.ClientConfig{{URL: "https://east.example.com:6443"}}
+	})
+	g.Eventually(func() map[string]string { return f.secret(cluster).Labels }).Should(gomega.Equal(map[string]string{
+		argoapp.LabelSecretType:       argoapp.SecretTypeCluster,
+		LabelManagedBy:                f.opts.AddonName,
+		clusterv1.ClusterNameLabelKey: cluster,
+		"region":                      "us",
+		"env":                         "prod",
+	}))
+	g.Eventually(func() string { return stringData(f.secret(cluster))["server"] }).Should(gomega.Equal("https://east.example.com:6443"))
+
+	// Deleted by hand: it comes back.
+	g.Expect(f.c.Delete(f.ctx, f.secret(cluster))).To(gomega.Succeed())
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
+
+	// The addon is disabled: the Secret goes. Enabled again: it comes back.
+	f.setAddon(cluster, false)
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
+	f.setAddon(cluster, true)
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
+
+	// The cluster is deleted: the Secret goes.
+	g.Expect(f.c.Delete(f.ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}})).To(gomega.Succeed())
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
+}
+
+func TestEnvtestClusterSecretNeedsOptIn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := f.g
+	cluster := f.createCluster("west", nil, false)
+	// Another addon's ManagedClusterAddOn does not opt the cluster in.
+	g.Expect(f.c.Create(f.ctx, &addonv1beta1.ManagedClusterAddOn{
+		ObjectMeta: metav1.ObjectMeta{Name: "other-addon", Namespace: cluster},
+	})).To(gomega.Succeed())
+	g.Consistently(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
+
+	f.setAddon(cluster, true)
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
+}

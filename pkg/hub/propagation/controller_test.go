@@ -1,0 +1,139 @@
+package propagation
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+func TestApplicationInputsChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(app *unstructured.Unstructured)
+		want   bool
+	}{
+		{"status only", func(app *unstructured.Unstructured) {
+			app.Object["status"] = map[string]any{"sync": map[string]any{"status": "OutOfSync"}}
+			app.SetGeneration(app.GetGeneration() + 1) // no status subresource: the generation moves too
+			app.SetResourceVersion("43")
+			app.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "appstatus"}})
+		}, false},
+		{"spec", func(app *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
+		}, true},
+		{"operation", func(app *unstructured.Unstructured) {
+			app.Object["operation"] = map[string]any{"sync": map[string]any{}}
+		}, true},
+		{"label", func(app *unstructured.Unstructured) { app.SetLabels(nil) }, true},
+		{"annotation", func(app *unstructured.Unstructured) { setAnnotation(app, argoapp.AnnotationRefresh, "hard") }, true},
+		{"finalizers", func(app *unstructured.Unstructured) { app.SetFinalizers([]string{argoapp.ResourcesFinalizer}) }, true},
+		{"deletion", func(app *unstructured.Unstructured) { now := metav1.Now(); app.SetDeletionTimestamp(&now) }, true},
+		{"owner", func(app *unstructured.Unstructured) {
+			app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set"}})
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oldApp := parse(t, hubApp)
+			newApp := oldApp.DeepCopy()
+			tt.change(newApp)
+			if got := applicationInputsChanged(oldApp, newApp); got != tt.want {
+				t.Errorf("applicationInputsChanged() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWorkUpToDate(t *testing.T) {
+	app := parse(t, hubApp)
+	desired, err := RenderManifestWork(app, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		change func(w *workv1.ManifestWork)
+		want   bool
+	}{
+		{"identical", func(*workv1.ManifestWork) {}, true},
+		{"server defaults and other metadata", func(w *workv1.ManifestWork) {
+			w.ResourceVersion, w.Generation = "9", 4
+			w.Labels["someone"] = "else"
+			w.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.FieldManager = "work-agent"
+			w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied}}
+		}, true},
+		{"a manifest differs", func(w *workv1.ManifestWork) {
+			w.Spec.Workload.Manifests[0].Raw = []byte(`{"kind":"Application"}`)
+		}, false},
+		{"a rendered label is missing", func(w *workv1.ManifestWork) {
+			delete(w.Labels, argoapp.LabelPullToOCMManagedCluster)
+		}, false},
+		{"a label of an earlier render stayed", func(w *workv1.ManifestWork) {
+			w.Labels[argoapp.LabelApplicationSet] = "true"
+		}, false},
+		{"an annotation differs", func(w *workv1.ManifestWork) {
+			w.Annotations[argoapp.AnnotationHubApplicationName] = "other"
+		}, false},
+		{"a config differs", func(w *workv1.ManifestWork) {
+			w.Spec.ManifestConfigs[0].FeedbackScrapeType = workv1.FeedbackPollType
+		}, false},
+		{"a field the render leaves out", func(w *workv1.ManifestWork) {
+			w.Spec.DeleteOption = &workv1.DeleteOption{PropagationPolicy: workv1.DeletePropagationPolicyTypeOrphan}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			existing := desired.DeepCopy()
+			tt.change(existing)
+			if got := workUpToDate(existing, desired); got != tt.want {
+				t.Errorf("workUpToDate() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPauseState(t *testing.T) {
+	tests := []struct {
+		annotations map[string]string
+		paused      bool
+		invalid     bool
+	}{
+		{nil, false, false},
+		{map[string]string{AnnotationPausePropagation: "true"}, true, false},
+		{map[string]string{AnnotationPausePropagation: "false"}, false, false},
+		{map[string]string{AnnotationPausePropagation: "yes"}, true, true},
+		{map[string]string{AnnotationPausePropagation: ""}, true, true},
+	}
+	for _, tt := range tests {
+		paused, why := pauseState(tt.annotations)
+		if paused != tt.paused || (why != "") != tt.invalid {
+			t.Errorf("pauseState(%v) = %v, %q; want paused %v, invalid %v", tt.annotations, paused, why, tt.paused, tt.invalid)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	if got := truncate("short", 10); got != "short" {
+		t.Errorf("truncate kept %q", got)
+	}
+	long := strings.Repeat("é", 20) // 2 bytes each
+	got := truncate(long, 10)
+	if len(got) > 10 || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
+		t.Errorf("truncate(%q, 10) = %q", long, got)
+	}
+}
+
+func TestEscapeJSONPointer(t *testing.T) {
+	if got := escapeJSONPointer("argocd.argoproj.io/refresh"); got != "argocd.argoproj.io~1refresh" {
+		t.Errorf("escapeJSONPointer = %q", got)
+	}
+	if got := escapeJSONPointer("a~b"); got != "a~0b" {
+		t.Errorf("escapeJSONPointer = %q", got)
+	}
+}
