@@ -62,6 +62,9 @@ type Status struct {
 	OperationState OperationState
 	Resources      []ResourceStatus
 	Conditions     []Condition
+	// ReconciledAt is status.reconciledAt as written (RFC 3339): when Argo CD's
+	// application-controller last compared the Application with its sources.
+	ReconciledAt string
 }
 
 // SyncStatus is status.sync. Revision is set for a single-source Application, Revisions
@@ -147,7 +150,8 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 			Status:   r.str(sync, ".status.sync", "status"),
 			Revision: r.str(sync, ".status.sync", "revision"),
 		},
-		Health: r.health(status, ".status"),
+		Health:       r.health(status, ".status"),
+		ReconciledAt: r.str(status, ".status", "reconciledAt"),
 	}
 	for i, item := range r.list(sync, ".status.sync", "revisions") {
 		path := ".status.sync.revisions[" + strconv.Itoa(i) + "]"

@@ -133,6 +133,7 @@ func TestDecodeStatus(t *testing.T) {
 status:
   sync: {status: OutOfSync, revision: abc123}
   health: {status: Degraded, message: "pod crash"}
+  reconciledAt: "2026-01-01T00:01:00Z"
   operationState: {phase: Failed, startedAt: "2026-01-01T00:00:00Z", message: "one or more objects failed to apply"}
   resources:
   - {group: apps, version: v1, kind: Deployment, namespace: shop, name: web, status: Synced, health: {status: Healthy}}
@@ -148,7 +149,8 @@ status:
 					{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "shop", Name: "web", Status: "Synced", Health: HealthStatus{Status: "Healthy"}},
 					{Version: "v1", Kind: "Service", Namespace: "shop", Name: "web", Status: "OutOfSync"},
 				},
-				Conditions: []Condition{{Type: "SyncError", Message: `services is forbidden: User "system:serviceaccount:argocd:argocd-application-controller"`}},
+				Conditions:   []Condition{{Type: "SyncError", Message: `services is forbidden: User "system:serviceaccount:argocd:argocd-application-controller"`}},
+				ReconciledAt: "2026-01-01T00:01:00Z",
 			},
 		},
 		{
@@ -166,6 +168,7 @@ status:
 		{name: "resource health status not a string", body: "status: {resources: [{kind: Pod, health: {status: [x]}}]}", wantErr: ".status.resources[0].health.status"},
 		{name: "condition not an object", body: "status: {conditions: [SyncError]}", wantErr: ".status.conditions[0]"},
 		{name: "status not an object", body: "status: Healthy", wantErr: ".status"},
+		{name: "reconciledAt not a string", body: "status: {reconciledAt: 5}", wantErr: ".status.reconciledAt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,43 @@
+// Command agent is the argocd-pull agent that the addon framework installs on each managed
+// cluster. Its flags are the ones the addon's Deployment passes.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
+)
+
+func main() {
+	opts := spoke.DefaultOptions()
+	watchNamespaces := strings.Join(opts.WatchNamespaces, ",")
+	flag.StringVar(&opts.HubKubeconfig, "hub-kubeconfig", opts.HubKubeconfig, "kubeconfig of the hub, as the klusterlet wrote it for the addon")
+	flag.StringVar(&opts.ClusterName, "cluster-name", opts.ClusterName, "name of the managed cluster")
+	flag.StringVar(&opts.AddonName, "addon-name", opts.AddonName, "name of the ManagedClusterAddOn")
+	flag.StringVar(&opts.AddonNamespace, "addon-namespace", opts.AddonNamespace, "install namespace of the agent on the managed cluster")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", watchNamespaces, "comma-separated namespaces of the Argo CD Applications to report")
+	flag.DurationVar(&opts.PublishDelay, "publish-delay", opts.PublishDelay, "coalescing window of changes before a publish")
+	flag.DurationVar(&opts.ResyncPeriod, "resync-period", opts.ResyncPeriod, "period of a full resync")
+	klog.InitFlags(nil)
+	flag.Parse()
+	opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
+	// The managed cluster: controller-runtime's --kubeconfig flag, else $KUBECONFIG, else the
+	// in-cluster config.
+	if f := flag.Lookup("kubeconfig"); f != nil {
+		opts.SpokeKubeconfig = f.Value.String()
+	}
+	if opts.SpokeKubeconfig == "" {
+		opts.SpokeKubeconfig = os.Getenv("KUBECONFIG")
+	}
+
+	ctrl.SetLogger(klog.NewKlogr())
+	if err := spoke.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+		ctrl.Log.Error(err, "agent stopped")
+		os.Exit(1)
+	}
+}

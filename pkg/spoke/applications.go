@@ -1,0 +1,101 @@
+package spoke
+
+import (
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// kindAppliedManifestWork is the kind of the object through which OCM's work agent owns
+// what it applied on the managed cluster.
+const kindAppliedManifestWork = "AppliedManifestWork"
+
+// appliedManifestWorkHashLength is the length of the hub hash that starts the name of an
+// AppliedManifestWork: "<64 hex characters>-<ManifestWork name>".
+const appliedManifestWorkHashLength = 64
+
+// isFromHub reports whether a local Application came from the hub: it carries the
+// ApplicationSet marker or a hub back-pointer, or OCM's work agent owns it. The hub
+// renders standalone apps without markers, so the owner is what tells those apart from
+// apps created on the managed cluster.
+func isFromHub(obj metav1.Object) bool {
+	if marker, err := strconv.ParseBool(obj.GetLabels()[argoapp.LabelApplicationSet]); err == nil && marker {
+		return true
+	}
+	annotations := obj.GetAnnotations()
+	if annotations[argoapp.AnnotationHubApplicationName] != "" || annotations[argoapp.AnnotationHostingApplicationSet] != "" {
+		return true
+	}
+	_, owned := manifestWorkOf(obj.GetOwnerReferences())
+	return owned
+}
+
+// manifestWorkOf returns the name of the ManifestWork that carries an object, read from
+// the AppliedManifestWork among its owners, and whether such an owner exists. The name is
+// empty when the owner's name is not of the form the work agent writes.
+func manifestWorkOf(refs []metav1.OwnerReference) (string, bool) {
+	for _, ref := range refs {
+		if ref.Kind != kindAppliedManifestWork {
+			continue
+		}
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != workv1.GroupName {
+			continue
+		}
+		name := ref.Name
+		if len(name) > appliedManifestWorkHashLength+1 && name[appliedManifestWorkHashLength] == '-' {
+			if _, err := hex.DecodeString(name[:appliedManifestWorkHashLength]); err == nil {
+				return name[appliedManifestWorkHashLength+1:], true
+			}
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// observedApp is one local Application from the hub, as the agent read it.
+type observedApp struct {
+	report clusterreport.App
+	// reconciledAt is status.reconciledAt; zero when absent or unreadable.
+	reconciledAt time.Time
+	created      time.Time
+}
+
+// observeApplication reads a local Application into its report, without ObservedAt. An
+// Application whose status does not decode is reported with its identity, unknown
+// statuses, and a clusterreport.ConditionStatusDecodeError that says why.
+func observeApplication(obj *unstructured.Unstructured) observedApp {
+	annotations := obj.GetAnnotations()
+	app := clusterreport.App{
+		Namespace:      obj.GetNamespace(),
+		Name:           obj.GetName(),
+		HubNamespace:   annotations[argoapp.AnnotationHubApplicationNamespace],
+		HubName:        annotations[argoapp.AnnotationHubApplicationName],
+		ApplicationSet: annotations[argoapp.AnnotationHostingApplicationSet],
+	}
+	app.ManifestWork, _ = manifestWorkOf(obj.GetOwnerReferences())
+	out := observedApp{created: obj.GetCreationTimestamp().Time}
+	status, err := argoapp.DecodeStatus(obj)
+	if err != nil {
+		app.Conditions = []argoapp.Condition{{Type: clusterreport.ConditionStatusDecodeError, Message: err.Error()}}
+		out.report = app
+		return out
+	}
+	app.Sync = status.Sync
+	app.Health = status.Health
+	app.Operation = status.OperationState
+	app.Resources = status.Resources
+	app.Conditions = status.Conditions
+	out.report = app
+	if t, err := time.Parse(time.RFC3339, status.ReconciledAt); err == nil {
+		out.reconciledAt = t
+	}
+	return out
+}

@@ -1,0 +1,141 @@
+package spoke
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// DefaultAddonNamespace is the agent's default install namespace.
+const DefaultAddonNamespace = clusterreport.DefaultInstallNamespace
+
+// Options configure the agent. DefaultOptions gives the defaults that the flags of
+// cmd/agent start from; Run also fills in zero values with them.
+type Options struct {
+	// HubKubeconfig is the kubeconfig the klusterlet wrote for the addon: the hub identity,
+	// allowed only in its own cluster namespace. Client certificates that the kubeconfig
+	// names as files are reloaded when the klusterlet rotates them.
+	HubKubeconfig string
+	// SpokeKubeconfig connects to the managed cluster; empty means the in-cluster config.
+	SpokeKubeconfig string
+	// ClusterName is the managed cluster's name, and so the agent's namespace on the hub.
+	ClusterName string
+	// AddonName is the name of the ManagedClusterAddOn that carries the report, and of the
+	// agent's Lease on the managed cluster.
+	AddonName string
+	// AddonNamespace is the agent's install namespace on the managed cluster, which holds
+	// its Lease.
+	AddonNamespace string
+	// WatchNamespaces are the namespaces of the Argo CD Applications to report.
+	WatchNamespaces []string
+	// PublishDelay coalesces changes: the agent publishes this long after the first change
+	// it has not published yet. A change on the managed cluster reaches the hub within
+	// about PublishDelay plus one request.
+	PublishDelay time.Duration
+	// ResyncPeriod is the period of a full resync: the agent reads its ManagedClusterAddOn
+	// back from the hub, checks its prerequisites, and publishes what differs.
+	ResyncPeriod time.Duration
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		AddonName:       clusterreport.DefaultAddonName,
+		AddonNamespace:  DefaultAddonNamespace,
+		WatchNamespaces: []string{argoapp.DefaultAppNamespace},
+		PublishDelay:    200 * time.Millisecond,
+		ResyncPeriod:    10 * time.Minute,
+	}
+}
+
+// withDefaults returns the options with zero values replaced by the defaults.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.AddonName == "" {
+		o.AddonName = d.AddonName
+	}
+	if o.AddonNamespace == "" {
+		o.AddonNamespace = d.AddonNamespace
+	}
+	if len(o.WatchNamespaces) == 0 {
+		o.WatchNamespaces = d.WatchNamespaces
+	}
+	if o.PublishDelay == 0 {
+		o.PublishDelay = d.PublishDelay
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = d.ResyncPeriod
+	}
+	return o
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if o.HubKubeconfig == "" {
+		errs = append(errs, errors.New("the hub kubeconfig is not set"))
+	}
+	for _, field := range []struct{ what, name string }{
+		{"cluster name", o.ClusterName},
+		{"addon namespace", o.AddonNamespace},
+	} {
+		if msgs := validation.IsDNS1123Label(field.name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("the %s %q is not a namespace name: %s", field.what, field.name, strings.Join(msgs, "; ")))
+		}
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.AddonName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("the addon name %q is not a valid name: %s", o.AddonName, strings.Join(msgs, "; ")))
+	}
+	if len(o.WatchNamespaces) == 0 {
+		errs = append(errs, errors.New("no namespace to watch"))
+	}
+	for _, ns := range o.WatchNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("the watch namespace %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.PublishDelay < 0 || o.PublishDelay > time.Second {
+		errs = append(errs, fmt.Errorf("the publish delay %v is not between 0 and 1s", o.PublishDelay))
+	}
+	if o.ResyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("the resync period %v is not positive", o.ResyncPeriod))
+	}
+	return errors.Join(errs...)
+}
+
+// tuning holds the agent's internal periods; tests shorten them.
+type tuning struct {
+	// crdCheckInterval is how often the agent asks the managed cluster whether it serves
+	// the Application API.
+	crdCheckInterval time.Duration
+	// diagnosticsInterval is how often the agent re-evaluates the diagnostics that change
+	// with time alone (the application-controller's liveness).
+	diagnosticsInterval time.Duration
+	// controllerStaleAfter is how old the newest reconciledAt of the reported apps may be
+	// before the application-controller is reported as not reconciling. Argo CD refreshes
+	// every app every 3 minutes (timeout.reconciliation) plus jitter.
+	controllerStaleAfter time.Duration
+	// retryInitial and retryMax bound the exponential backoff of failed publishes.
+	retryInitial time.Duration
+	retryMax     time.Duration
+	// requestTimeout bounds each request to the hub.
+	requestTimeout time.Duration
+}
+
+// defaultTuning returns the periods of a production agent.
+func defaultTuning() tuning {
+	return tuning{
+		crdCheckInterval:     30 * time.Second,
+		diagnosticsInterval:  30 * time.Second,
+		controllerStaleAfter: 10 * time.Minute,
+		retryInitial:         500 * time.Millisecond,
+		retryMax:             30 * time.Second,
+		requestTimeout:       30 * time.Second,
+	}
+}

@@ -1,0 +1,313 @@
+package spoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// Reasons of the agent's Events, besides the reasons of the diagnostics, which name the
+// Events of their transitions.
+const (
+	// EventReasonReportTruncated: the report did not fit clusterreport.MaxBytes, and the
+	// agent cut detail from it. The summary condition says what.
+	EventReasonReportTruncated = "ReportTruncated"
+)
+
+// errAddonMissing is returned by publish while the ManagedClusterAddOn does not exist:
+// the agent cannot create it, and waits for it with backoff and its watch.
+var errAddonMissing = errors.New("the ManagedClusterAddOn does not exist")
+
+// publisher is the state of the publish loop.
+type publisher struct {
+	// observations remember, per app key, the content last seen and since when, so that
+	// an unchanged app keeps its ObservedAt.
+	observations map[string]observation
+	// truncated: the last published report was cut by the budget.
+	truncated bool
+}
+
+// observation is the content of an app (its clusterreport.Fingerprint) and when the
+// agent first saw it.
+type observation struct {
+	fingerprint string
+	at          time.Time
+}
+
+// newPublisher returns the state of a publish loop that has published nothing.
+func newPublisher() publisher {
+	return publisher{observations: map[string]observation{}}
+}
+
+// publish builds the report from what the agent sees, and applies it to the
+// ManagedClusterAddOn when it differs from what the hub has.
+func (a *agent) publish(ctx context.Context) error {
+	if a.fullResync.Swap(false) {
+		a.forgetHub()
+	}
+	state := crdState(a.crd.Load())
+	if state == crdUnknown || state == crdPresent && !a.appsSynced.Load() {
+		// Publishing now would drop the apps the agent has not listed yet.
+		return nil
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	apps := a.observeApplications(state)
+
+	hub, err := a.currentHub(ctx)
+	if err != nil {
+		return err
+	}
+	if !hub.exists {
+		return errAddonMissing
+	}
+	report := clusterreport.Report{
+		Apps: a.publisher.stamp(apps, hub.conditions, now),
+		Diagnostics: []clusterreport.Diagnostic{
+			crdDiagnostic(state),
+			controllerDiagnostic(state, apps, now, a.tuning.controllerStaleAfter),
+			rbacDiagnostic(state, apps),
+		},
+	}
+	encoding, err := clusterreport.Encode(report)
+	if err != nil {
+		return fmt.Errorf("encode the report: %w", err)
+	}
+	desired := withTransitionTimes(encoding.Conditions, hub.conditions, metav1.NewTime(now))
+	if sameConditions(desired, hub.conditions) {
+		return nil
+	}
+	updated, err := a.applyConditions(ctx, desired)
+	if apierrors.IsNotFound(err) {
+		a.observeHubDeletion(nil)
+		return errAddonMissing
+	}
+	if err != nil {
+		return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+	}
+	a.recordHub(updated)
+	a.recordEvents(hub, desired, encoding)
+	a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
+	return nil
+}
+
+// observeApplications returns the local Applications that came from the hub, or none
+// when the cluster does not serve the Application API.
+func (a *agent) observeApplications(state crdState) []observedApp {
+	if state != crdPresent {
+		return nil
+	}
+	var apps []observedApp
+	for _, informer := range a.appInformers {
+		for _, obj := range informer.GetStore().List() {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok || !isFromHub(u) {
+				continue
+			}
+			apps = append(apps, observeApplication(u))
+		}
+	}
+	slices.SortFunc(apps, func(x, y observedApp) int { return strings.Compare(x.report.Key(), y.report.Key()) })
+	return apps
+}
+
+// currentHub returns the known state of the ManagedClusterAddOn, reading it from the
+// hub when the agent does not know it.
+func (a *agent) currentHub(ctx context.Context) (hubState, error) {
+	if hub := a.hubSnapshot(); hub.known {
+		return hub, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
+	defer cancel()
+	addon, err := a.hubAddons.Get(ctx, a.opts.AddonName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return hubState{known: true}, nil
+	}
+	if err != nil {
+		return hubState{}, fmt.Errorf("read ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+	}
+	a.recordHub(addon)
+	return a.hubSnapshot(), nil
+}
+
+// addonStatusApply is the server-side apply configuration of the agent: the
+// ManagedClusterAddOn's identity and the conditions the agent owns. Conditions are a map
+// keyed by type, so the agent owns its entries, and an entry it no longer applies is
+// removed; every other entry keeps its owner.
+type addonStatusApply struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        addonStatusApplyMetadata `json:"metadata"`
+	Status          addonStatusApplyStatus   `json:"status"`
+}
+
+type addonStatusApplyMetadata struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+type addonStatusApplyStatus struct {
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// applyConditions applies the agent's conditions to the status of the
+// ManagedClusterAddOn, server-side, as FieldManager.
+func (a *agent) applyConditions(ctx context.Context, conditions []metav1.Condition) (*addonv1beta1.ManagedClusterAddOn, error) {
+	body, err := json.Marshal(addonStatusApply{
+		TypeMeta: metav1.TypeMeta{APIVersion: addonv1beta1.GroupVersion.String(), Kind: "ManagedClusterAddOn"},
+		Metadata: addonStatusApplyMetadata{Name: a.opts.AddonName, Namespace: a.opts.ClusterName},
+		Status:   addonStatusApplyStatus{Conditions: conditions},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
+	defer cancel()
+	return a.hubAddons.Patch(ctx, a.opts.AddonName, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}, "status")
+}
+
+// recordEvents emits, on the hub, an Event for each diagnostic that failed or
+// recovered, and one when the report starts being cut by the budget.
+func (a *agent) recordEvents(before hubState, after []metav1.Condition, encoding clusterreport.Encoding) {
+	object := a.hubSnapshot().object
+	for _, c := range after {
+		if !clusterreport.IsDiagnostic(c.Type) {
+			continue
+		}
+		previous := findCondition(before.conditions, c.Type)
+		switch {
+		case c.Status == metav1.ConditionFalse && (previous == nil || previous.Status != metav1.ConditionFalse):
+			a.recorder.Event(&object, corev1.EventTypeWarning, c.Reason, c.Message)
+		case c.Status == metav1.ConditionTrue && previous != nil && previous.Status == metav1.ConditionFalse:
+			a.recorder.Event(&object, corev1.EventTypeNormal, c.Reason, c.Message)
+		}
+	}
+	truncated := encoding.Cut.Any()
+	if truncated && !a.publisher.truncated {
+		summary := findCondition(after, clusterreport.ConditionSummary)
+		message := "The report did not fit the budget."
+		if summary != nil {
+			message = summary.Message
+		}
+		a.recorder.Event(&object, corev1.EventTypeWarning, EventReasonReportTruncated, message)
+	}
+	a.publisher.truncated = truncated
+}
+
+// stamp returns the apps' reports with their ObservedAt: kept while an app's content
+// does not change, taken from the report on the hub (onHub, the agent's conditions there)
+// when the agent first sees an app that did not change since, and now otherwise.
+func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time.Time) []clusterreport.App {
+	var published map[string]clusterreport.App // decoded on first need
+	out := make([]clusterreport.App, 0, len(apps))
+	seen := make(map[string]bool, len(apps))
+	for _, observed := range apps {
+		app := observed.report
+		key := app.Key()
+		seen[key] = true
+		fingerprint, err := clusterreport.Fingerprint(app)
+		if err != nil {
+			fingerprint = "" // never equal to a computed one
+		}
+		last, known := p.observations[key]
+		if !known || last.fingerprint != fingerprint || fingerprint == "" {
+			last = observation{fingerprint: fingerprint, at: now}
+			if !known {
+				if published == nil {
+					published = decodedApps(onHub)
+				}
+				if previous, ok := published[key]; ok {
+					if f, err := clusterreport.Fingerprint(previous); err == nil && f == fingerprint {
+						last.at = previous.ObservedAt
+					}
+				}
+			}
+			p.observations[key] = last
+		}
+		app.ObservedAt = last.at
+		out = append(out, app)
+	}
+	for key := range p.observations {
+		if !seen[key] {
+			delete(p.observations, key)
+		}
+	}
+	return out
+}
+
+// decodedApps returns the apps of a published report by key; entries that do not decode
+// are left out.
+func decodedApps(conditions []metav1.Condition) map[string]clusterreport.App {
+	report, _ := clusterreport.Decode(conditions)
+	out := make(map[string]clusterreport.App, len(report.Apps))
+	for _, app := range report.Apps {
+		out[app.Key()] = app
+	}
+	return out
+}
+
+// ownConditions returns copies of the agent's own conditions among conditions, sorted
+// by type.
+func ownConditions(conditions []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range conditions {
+		if clusterreport.IsAgentCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(x, y metav1.Condition) int { return strings.Compare(x.Type, y.Type) })
+	return out
+}
+
+// withTransitionTimes sets the LastTransitionTime of each desired condition: the one on
+// the hub when the status did not change, now otherwise.
+func withTransitionTimes(desired, onHub []metav1.Condition, now metav1.Time) []metav1.Condition {
+	out := slices.Clone(desired)
+	for i := range out {
+		out[i].LastTransitionTime = now
+		if previous := findCondition(onHub, out[i].Type); previous != nil && previous.Status == out[i].Status && !previous.LastTransitionTime.IsZero() {
+			out[i].LastTransitionTime = previous.LastTransitionTime
+		}
+	}
+	return out
+}
+
+// sameConditions reports whether two lists, sorted by type, hold the same conditions.
+func sameConditions(x, y []metav1.Condition) bool {
+	return slices.EqualFunc(x, y, func(a, b metav1.Condition) bool {
+		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+			a.ObservedGeneration == b.ObservedGeneration && a.LastTransitionTime.Equal(&b.LastTransitionTime)
+	})
+}
+
+// findCondition returns the condition of the given type, or nil.
+func findCondition(conditions []metav1.Condition, conditionType string) *metav1.Condition {
+	i := slices.IndexFunc(conditions, func(c metav1.Condition) bool { return c.Type == conditionType })
+	if i < 0 {
+		return nil
+	}
+	return &conditions[i]
+}
+
+// olderResourceVersion reports whether resource version a is older than b. Resource
+// versions are opaque; when either is not the integer the apiserver writes, a is taken
+// as newer.
+func olderResourceVersion(a, b string) bool {
+	x, errX := strconv.ParseUint(a, 10, 64)
+	y, errY := strconv.ParseUint(b, 10, 64)
+	return errX == nil && errY == nil && x < y
+}
