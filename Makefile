@@ -14,6 +14,7 @@ TOOL_SETS  := etcd k8s ocm argocd helm clusteradm
 # The tools the fleet runs; helm and clusteradm are for the install-path e2e tests.
 FLEET_TOOLS := etcd k8s ocm argocd
 GO_TEST_FLAGS ?=
+FUZZTIME ?= 10s
 
 export KUBEBUILDER_ASSETS := $(BIN_DIR)
 
@@ -24,7 +25,7 @@ demo: fleet-tools build ## Start a hub and 2 managed clusters and show the pull 
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: test
-test: verify test-unit test-e2e ## Run every check and test suite: static checks, unit, envtest and e2e on the fleet
+test: verify test-unit test-fuzz test-e2e ## Run every check and test suite: static checks, unit, envtest, fuzz and e2e on the fleet
 
 ##@ Tests
 
@@ -39,8 +40,12 @@ verify: ## Static checks: gofmt, go vet, go.mod tidy
 test-unit: fleet-tools ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz the hub's decoder of agent reports briefly (FUZZTIME, default 10s)
+	go test -run '^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/clusterreport
+
 .PHONY: test-e2e
-test-e2e: fleet-tools ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
+test-e2e: fleet-tools tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
 	go test $(GO_TEST_FLAGS) -v -timeout 40m ./test/e2e -args -ginkgo.v -bin-dir=$(BIN_DIR)
 
 ##@ Fleet
@@ -58,6 +63,7 @@ fleet-down: ## Stop the fleet that fleet-up started
 .PHONY: build
 build: ## Build the product binaries and the fleet command into bin/
 	go build -o $(BIN_DIR)/manager ./cmd/manager
+	go build -o $(BIN_DIR)/agent ./cmd/agent
 	go build -o $(BIN_DIR)/fleet ./test/fleet/cmd/fleet
 
 .PHONY: tools

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
@@ -56,7 +56,6 @@ type Options struct {
 	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
 	GracefulShutdown time.Duration
 }
-
 
 // DefaultAgentImage is the agent's image unless a flag or an AddOnDeploymentConfig
 // registry override says otherwise.

@@ -23,7 +23,7 @@ var (
 )
 
 // managedClusters are the clusters of the suite's fleet.
-var managedClusters = []string{"cluster1", "cluster2"}
+var managedClusters = []string{"cluster1", "cluster2", "cluster3"}
 
 // theFleet is started once for the whole suite.
 var theFleet *fleet.Fleet
@@ -36,14 +36,16 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func(ctx SpecContext) {
 	bin, err := filepath.Abs(*binDir)
 	Expect(err).NotTo(HaveOccurred())
-	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "registration-operator", "addon", "argocd"} {
+	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "registration-operator", "addon", "argocd",
+		"clusteradm", "manager", "agent"} {
 		_, err := os.Stat(filepath.Join(bin, tool))
-		Expect(err).NotTo(HaveOccurred(), "missing %s in %s: run `make fleet-tools`", tool, bin)
+		Expect(err).NotTo(HaveOccurred(), "missing %s in %s: run `make tools build`", tool, bin)
 	}
 	mods, err := fleet.ResolveModuleDirs("../..")
 	Expect(err).NotTo(HaveOccurred())
 	theFleet, err = fleet.Start(ctx, fleet.Options{
 		Dir: *fleetDir, BinDir: bin, Clusters: managedClusters, ArgoCD: true, Modules: mods,
+		Addon: true, AddonManifest: "../../manifests/clustermanagementaddon.yaml",
 		Progress: func(step string) { fmt.Fprintln(GinkgoWriter, step) },
 	})
 	Expect(err).NotTo(HaveOccurred())

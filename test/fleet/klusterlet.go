@@ -15,12 +15,14 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 const (
 	klusterletNamespace = "open-cluster-management-agent"
 	// AddonNamespace is where the klusterlet installs addon agents by default.
-	AddonNamespace = "open-cluster-management-agent-addon"
+	AddonNamespace = clusterreport.DefaultInstallNamespace
 	// clusterNameLabel marks the CSRs and objects of one managed cluster on the hub.
 	clusterNameLabel = "open-cluster-management.io/cluster-name"
 	// clusterSetLabel puts a ManagedCluster in a ManagedClusterSet.

@@ -13,12 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"open-cluster-management.io/addon-framework/pkg/addonfactory"
 	"open-cluster-management.io/addon-framework/pkg/agent"
 	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 const (
@@ -26,7 +27,7 @@ const (
 	// system:open-cluster-management:cluster:<cluster>:addon:<addon>:agent:<AgentName>.
 	AgentName = "agent"
 	// DefaultInstallNamespace is where the klusterlet installs addon agents by default.
-	DefaultInstallNamespace = addonfactory.AddonDefaultInstallNamespace
+	DefaultInstallNamespace = clusterreport.DefaultInstallNamespace
 	// hubKubeconfigMountPath is where the agent's Deployment mounts the hub kubeconfig
 	// secret that the klusterlet writes.
 	hubKubeconfigMountPath = "/var/run/hub"

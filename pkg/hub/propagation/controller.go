@@ -36,11 +36,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // Defaults of Options.
 const (
-	DefaultAddonName       = "argocd-pull"
+	DefaultAddonName       = clusterreport.DefaultAddonName
 	DefaultArgoCDNamespace = "argocd"
 	DefaultConcurrency     = 4
 )

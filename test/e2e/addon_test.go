@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// The addon as a user enables it: `clusteradm addon enable` on one cluster; the framework
+// delivers the agent through a ManifestWork, the klusterlet registers it, the fleet runs it
+// as a kubelet would, and its report arrives on the hub.
+var _ = Describe("The argocd-pull addon", Ordered, func() {
+	const addonName = "argocd-pull"
+	var (
+		addons  addonclient.Interface
+		works   workclient.Interface
+		enabled *fleet.ManagedCluster
+		other   *fleet.ManagedCluster
+	)
+	BeforeAll(func() {
+		var err error
+		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		works, err = workclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		enabled, other = theFleet.Clusters[0], theFleet.Clusters[2] // the pull suite uses the second
+	})
+
+	It("is enabled on one cluster with clusteradm", func(ctx SpecContext) {
+		cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "clusteradm"), "addon", "enable",
+			"--names", addonName, "--clusters", enabled.Name)
+		cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+	})
+
+	It("installs the agent through a ManifestWork, and the agent's lease makes the addon Available", func(ctx SpecContext) {
+		eventually(ctx, func(ctx context.Context) (metav1.ConditionStatus, error) {
+			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return conditionStatus(mca.Status.Conditions, "Available"), nil
+		}).Should(Equal(metav1.ConditionTrue))
+
+		list, err := works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Items).To(ContainElement(HaveField("Name", "addon-"+addonName+"-deploy-0")))
+		_, err = enabled.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = enabled.Kube.CoreV1().Secrets(addon.DefaultInstallNamespace).Get(ctx, addon.HubKubeconfigSecret(addonName), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the klusterlet wrote the agent's hub kubeconfig")
+	})
+
+	It("installs nothing on a cluster that did not opt in", func(ctx SpecContext) {
+		_, err := other.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "agent Deployment on %s: %v", other.Name, err)
+		_, err = addons.AddonV1beta1().ManagedClusterAddOns(other.Name).Get(ctx, addonName, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	})
+
+	It("reports a pulled Application's sync, revision, health and resources on the hub", func(ctx SpecContext) {
+		app := fleet.GuestbookApplication("addon-guestbook", theFleet.Git.URL())
+		app.SetAnnotations(map[string]string{
+			argoapp.AnnotationHubApplicationNamespace: fleet.ArgoCDNamespace,
+			argoapp.AnnotationHubApplicationName:      enabled.Name + "-addon-guestbook",
+		})
+		mw := fleet.ManifestWork("addon-guestbook", enabled.Name, app)
+		_, err := works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
+		})
+		head, err := theFleet.Git.Head()
+		Expect(err).NotTo(HaveOccurred())
+
+		var report clusterreport.App
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			decoded, err := clusterreport.Decode(mca.Status.Conditions)
+			if err != nil {
+				return "", err
+			}
+			for _, a := range decoded.Apps {
+				if a.Name == "addon-guestbook" {
+					report = a
+					return a.Sync.Status + "/" + a.Sync.Revision + "/" + a.Health.Status, nil
+				}
+			}
+			return "not reported", nil
+		}).Should(Equal("Synced/" + head + "/Progressing"))
+		Expect(report.HubName).To(Equal(enabled.Name + "-addon-guestbook"))
+		Expect(report.ManifestWork).To(Equal("addon-guestbook"))
+		var kinds []string
+		for _, r := range report.Resources {
+			kinds = append(kinds, r.Kind+"/"+r.Namespace+"/"+r.Name)
+		}
+		Expect(kinds).To(ConsistOf("Deployment/guestbook/guestbook-ui", "Service/guestbook/guestbook-ui"))
+	})
+
+	It("keeps the framework's and the klusterlet's conditions beside the agent's", func(ctx SpecContext) {
+		mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for _, t := range []string{"Available", "ManifestApplied", "RegistrationApplied"} {
+			Expect(conditionStatus(mca.Status.Conditions, t)).To(Equal(metav1.ConditionTrue), t)
+		}
+		Expect(conditionStatus(mca.Status.Conditions, clusterreport.ConditionApplicationCRD)).To(Equal(metav1.ConditionTrue))
+	})
+
+	It("removes the agent when the addon is disabled", func(ctx SpecContext) {
+		Expect(addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})).To(Succeed())
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := enabled.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue())
+		eventually(ctx, func(ctx context.Context) ([]workv1.ManifestWork, error) {
+			list, err := works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return list.Items, nil
+		}).ShouldNot(ContainElement(HaveField("Name", "addon-"+addonName+"-deploy-0")))
+	})
+})

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// The pull model end to end, with the real manager: a hub Application is wrapped in a
+// ManifestWork for an opted-in cluster bound to its namespace, the cluster's Argo CD syncs
+// it, the agent reports it, and deleting the hub Application cleans the cluster.
+var _ = Describe("Pulling a hub Application", Ordered, func() {
+	const (
+		addonName = "argocd-pull"
+		appName   = "pull-guestbook"
+		appNS     = "guestbook-pull"
+	)
+	var (
+		hubDyn  dynamic.Interface
+		works   workclient.Interface
+		addons  addonclient.Interface
+		target  *fleet.ManagedCluster
+		spokeCl dynamic.Interface
+	)
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		works, err = workclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		target = theFleet.Clusters[1] // the addon suite uses the first and the last
+		spokeCl, err = dynamic.NewForConfig(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+
+		cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "clusteradm"), "addon", "enable", "--names", addonName, "--clusters", target.Name)
+		cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+		DeferCleanup(func(ctx SpecContext) {
+			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+
+		// The tenant gate: the app's namespace places onto clusters where the addon is available.
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default}
+spec: {clusterSet: default}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: pull-placement}
+spec:
+  clusterSets: [default]
+  predicates:
+  - requiredClusterSelector:
+      labelSelector:
+        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
+`))).To(Succeed())
+	})
+
+	It("wraps the hub Application in a ManifestWork that the cluster's Argo CD syncs", func(ctx SpecContext) {
+		app := fleet.GuestbookApplication(appName, theFleet.Git.URL())
+		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		app.SetAnnotations(map[string]string{
+			argoapp.AnnotationOCMManagedCluster: target.Name,
+			argoapp.AnnotationSkipReconcile:     "true",
+		})
+		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
+		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
+		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		eventually(ctx, func(ctx context.Context) (int, error) {
+			list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, w := range list.Items {
+				if w.Annotations[argoapp.AnnotationHubApplicationName] == appName {
+					n++
+				}
+			}
+			return n, nil
+		}).Should(Equal(1), "exactly one work for the app")
+
+		head, err := theFleet.Git.Head()
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			got, err := spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			st, err := argoapp.DecodeStatus(got)
+			if err != nil {
+				return "", err
+			}
+			return st.Sync.Status + "/" + st.Sync.Revision, nil
+		}).Should(Equal("Synced/" + head))
+		_, err = target.Kube.AppsV1().Deployments(appNS).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("reports the spoke Application on the hub through the agent", func(ctx SpecContext) {
+		// A standalone app's report names its ManifestWork, whose annotations lead back to
+		// the hub Application.
+		var workName string
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			report, err := clusterreport.Decode(mca.Status.Conditions)
+			if err != nil {
+				return "", err
+			}
+			for _, a := range report.Apps {
+				if a.Name == appName {
+					workName = a.ManifestWork
+					return a.Sync.Status, nil
+				}
+			}
+			return "not reported", nil
+		}).Should(Equal("Synced"))
+		work, err := works.WorkV1().ManifestWorks(target.Name).Get(ctx, workName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the reported ManifestWork %q", workName)
+		Expect(work.Annotations).To(HaveKeyWithValue(argoapp.AnnotationHubApplicationNamespace, fleet.ArgoCDNamespace))
+		Expect(work.Annotations).To(HaveKeyWithValue(argoapp.AnnotationHubApplicationName, appName))
+	})
+
+	It("removes the work, the spoke Application and its resources when the hub Application is deleted", func(ctx SpecContext) {
+		Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appName, metav1.DeleteOptions{})).To(Succeed())
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "spoke Application deleted")
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := target.Kube.AppsV1().Deployments(appNS).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "the resources finalizer made the spoke Argo CD prune the Deployment")
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+		list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+		Expect(err).NotTo(HaveOccurred())
+		for _, w := range list.Items {
+			Expect(w.Annotations[argoapp.AnnotationHubApplicationName]).NotTo(Equal(appName), "orphaned work %s", w.Name)
+		}
+	})
+})
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
