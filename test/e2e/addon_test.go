@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -23,7 +21,6 @@ import (
 // delivers the agent through a ManifestWork, the klusterlet registers it, the fleet runs it
 // as a kubelet would, and its report arrives on the hub.
 var _ = Describe("The argocd-pull addon", Ordered, func() {
-	const addonName = "argocd-pull"
 	var (
 		addons  addonclient.Interface
 		works   workclient.Interface
@@ -40,11 +37,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	})
 
 	It("is enabled on one cluster with clusteradm", func(ctx SpecContext) {
-		cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "clusteradm"), "addon", "enable",
-			"--names", addonName, "--clusters", enabled.Name)
-		cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+		clusteradmEnable(ctx, enabled.Name)
 	})
 
 	It("installs the agent through a ManifestWork, and the agent's lease makes the addon Available", func(ctx SpecContext) {
@@ -89,21 +82,12 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 
 		var report clusterreport.App
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
-			if err != nil {
-				return "", err
+			app, found, err := reportedApp(ctx, addons, enabled.Name, "addon-guestbook")
+			if !found || err != nil {
+				return "not reported", err
 			}
-			decoded, err := clusterreport.Decode(mca.Status.Conditions)
-			if err != nil {
-				return "", err
-			}
-			for _, a := range decoded.Apps {
-				if a.Name == "addon-guestbook" {
-					report = a
-					return a.Sync.Status + "/" + a.Sync.Revision + "/" + a.Health.Status, nil
-				}
-			}
-			return "not reported", nil
+			report = app
+			return app.Sync.Status + "/" + app.Sync.Revision + "/" + app.Health.Status, nil
 		}).Should(Equal("Synced/" + head + "/Progressing"))
 		Expect(report.HubName).To(Equal(enabled.Name + "-addon-guestbook"))
 		Expect(report.ManifestWork).To(Equal("addon-guestbook"))

@@ -7,12 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -66,4 +71,34 @@ var _ = AfterSuite(func() {
 // eventually polls with the suite's defaults for fleet operations.
 func eventually(ctx context.Context, f any) AsyncAssertion {
 	return Eventually(ctx, f).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond)
+}
+
+// addonName is this addon's ClusterManagementAddOn and ManagedClusterAddOn name.
+const addonName = clusterreport.DefaultAddonName
+
+// clusteradmEnable enables the addon on a cluster with the real clusteradm, as a user would.
+func clusteradmEnable(ctx context.Context, cluster string) {
+	cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "clusteradm"), "addon", "enable", "--names", addonName, "--clusters", cluster)
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+}
+
+// reportedApp returns what the cluster's agent reports on the hub about the spoke
+// Application called name, decoded by the hub's decoder.
+func reportedApp(ctx context.Context, addons addonclient.Interface, cluster, name string) (clusterreport.App, bool, error) {
+	mca, err := addons.AddonV1beta1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
+	if err != nil {
+		return clusterreport.App{}, false, err
+	}
+	report, err := clusterreport.Decode(mca.Status.Conditions)
+	if err != nil {
+		return clusterreport.App{}, false, err
+	}
+	for _, a := range report.Apps {
+		if a.Name == name {
+			return a, true, nil
+		}
+	}
+	return clusterreport.App{}, false, nil
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,7 +13,6 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -24,9 +21,8 @@ import (
 // it, the agent reports it, and deleting the hub Application cleans the cluster.
 var _ = Describe("Pulling a hub Application", Ordered, func() {
 	const (
-		addonName = "argocd-pull"
-		appName   = "pull-guestbook"
-		appNS     = "guestbook-pull"
+		appName = "pull-guestbook"
+		appNS   = "guestbook-pull"
 	)
 	var (
 		hubDyn  dynamic.Interface
@@ -47,10 +43,7 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 		spokeCl, err = dynamic.NewForConfig(target.Config)
 		Expect(err).NotTo(HaveOccurred())
 
-		cmd := exec.CommandContext(ctx, filepath.Join(*binDir, "clusteradm"), "addon", "enable", "--names", addonName, "--clusters", target.Name)
-		cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+		clusteradmEnable(ctx, target.Name)
 		DeferCleanup(func(ctx SpecContext) {
 			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 			Expect(ignoreNotFound(err)).To(Succeed())
@@ -125,21 +118,12 @@ spec:
 		// the hub Application.
 		var workName string
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
-			if err != nil {
-				return "", err
+			app, found, err := reportedApp(ctx, addons, target.Name, appName)
+			if !found || err != nil {
+				return "not reported", err
 			}
-			report, err := clusterreport.Decode(mca.Status.Conditions)
-			if err != nil {
-				return "", err
-			}
-			for _, a := range report.Apps {
-				if a.Name == appName {
-					workName = a.ManifestWork
-					return a.Sync.Status, nil
-				}
-			}
-			return "not reported", nil
+			workName = app.ManifestWork
+			return app.Sync.Status, nil
 		}).Should(Equal("Synced"))
 		work, err := works.WorkV1().ManifestWorks(target.Name).Get(ctx, workName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the reported ManifestWork %q", workName)
