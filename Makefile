@@ -10,7 +10,7 @@ SHELL := /usr/bin/env bash
 BIN_DIR    := $(CURDIR)/bin
 FLEET_DIR  ?= .fleet
 CLUSTERS   ?= cluster1,cluster2
-TOOL_SETS  := etcd k8s ocm argocd helm clusteradm
+TOOL_SETS  := etcd k8s ocm argocd helm clusteradm controller-gen
 # The tools the fleet runs; helm and clusteradm are for the install-path e2e tests.
 FLEET_TOOLS := etcd k8s ocm argocd
 GO_TEST_FLAGS ?=
@@ -30,11 +30,12 @@ test: verify test-unit test-fuzz test-e2e ## Run every check and test suite: sta
 ##@ Tests
 
 .PHONY: verify
-verify: ## Static checks: gofmt, go vet, go.mod tidy
+verify: ## Static checks: gofmt, go vet, go.mod tidy, generated code and CRDs up to date
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
+	hack/verify-generated.sh
 
 .PHONY: test-unit
 test-unit: fleet-tools ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
@@ -65,6 +66,10 @@ build: ## Build the product binaries and the fleet command into bin/
 	go build -o $(BIN_DIR)/manager ./cmd/manager
 	go build -o $(BIN_DIR)/agent ./cmd/agent
 	go build -o $(BIN_DIR)/fleet ./test/fleet/cmd/fleet
+
+.PHONY: generate
+generate: ## Generate deepcopy and CRDs from pkg/apis (controller-gen, pinned in hack/tools)
+	hack/generate.sh
 
 .PHONY: tools
 tools: $(addprefix tools-,$(TOOL_SETS)) ## Build every pinned tool into bin/ (skipped when up to date)

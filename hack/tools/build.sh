@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one pinned tool set from its wrapper module in hack/tools/<set> into bin/.
 #
-#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, helm, clusteradm
+#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, helm, clusteradm, controller-gen
 #
 # Each set is its own Go module, so its pins never reach the product's go.mod. The build is
 # skipped when bin/.<set>.pin holds the hash of the set's go.mod, go.sum and this script, and
@@ -44,6 +44,9 @@ case $set_name in
     targets=(clusteradm=open-cluster-management.io/clusteradm/cmd/clusteradm)
     ldflags="-s -w"
     export GONOSUMDB=open-cluster-management.io/clusteradm ;;
+  controller-gen)
+    targets=(controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen)
+    ldflags="-s -w" ;;
   *) echo "build.sh: no recipe for tool set '$set_name'" >&2; exit 2 ;;
 esac
 

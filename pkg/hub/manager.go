@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,8 +22,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appstatus"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/report"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -101,7 +105,7 @@ func (o Options) Validate() error {
 // NewScheme returns the scheme of every type the hub manager reads or writes.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, propagation.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, propagation.AddToScheme, report.AddToScheme, appstatus.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -123,9 +127,19 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
 		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
 	}
+	// One decoder of the agents' reports for the report controller and the status mirror.
+	agentReports := observed.NewReports()
+	reportOpts := report.Options{
+		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,
+	}
+	appStatusOpts := appstatus.Options{
+		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,
+	}
+	byObject := propagation.CacheByObject(propagationOpts)
+	maps.Copy(byObject, report.CacheByObject(reportOpts))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cache.Options{ByObject: propagation.CacheByObject(propagationOpts)},
+		Cache:                         cache.Options{ByObject: byObject},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElect,
@@ -150,6 +164,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
 	}); err != nil {
 		return fmt.Errorf("set up cluster secrets: %w", err)
+	}
+	if err := report.Setup(mgr, reportOpts); err != nil {
+		return fmt.Errorf("set up the ApplicationSet reports: %w", err)
+	}
+	if err := appstatus.Setup(mgr, appStatusOpts); err != nil {
+		return fmt.Errorf("set up the Application status mirror: %w", err)
 	}
 	addonMgr, err := newAddonManager(cfg, opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -21,11 +22,12 @@ func TestStartServesTheCRDs(t *testing.T) {
 	ctx := context.Background()
 
 	lists := map[string]client.ObjectList{
-		"ManagedClusters":         &clusterv1.ManagedClusterList{},
-		"PlacementDecisions":      &clusterv1beta1.PlacementDecisionList{},
-		"ManifestWorks":           &workv1.ManifestWorkList{},
-		"ManagedClusterAddOns":    &addonv1beta1.ManagedClusterAddOnList{},
-		"ClusterManagementAddOns": &addonv1beta1.ClusterManagementAddOnList{},
+		"ManagedClusters":                   &clusterv1.ManagedClusterList{},
+		"PlacementDecisions":                &clusterv1beta1.PlacementDecisionList{},
+		"ManifestWorks":                     &workv1.ManifestWorkList{},
+		"ManagedClusterAddOns":              &addonv1beta1.ManagedClusterAddOnList{},
+		"ClusterManagementAddOns":           &addonv1beta1.ClusterManagementAddOnList{},
+		"MulticlusterApplicationSetReports": &appsv1alpha1.MulticlusterApplicationSetReportList{},
 	}
 	for _, kind := range []string{"ApplicationList", "AppProjectList", "ApplicationSetList"} {
 		u := &unstructured.UnstructuredList{}

@@ -1,0 +1,321 @@
+package appstatus
+
+// This file wires the status mirror: its options, the watches that enqueue hub
+// Applications, and the reconcile that writes one Application's status.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+)
+
+// ControllerName names the status mirror: its logs and metrics.
+const ControllerName = "argocd-pull-appstatus"
+
+// DefaultProgressingHold is how long a Progressing written before Healthy stays, so
+// that the ApplicationSet controller's RollingSync sees it.
+const DefaultProgressingHold = time.Second
+
+// Options configure the status mirror.
+type Options struct {
+	// AddonName names every ManagedClusterAddOn of the addon; empty means
+	// propagation.DefaultAddonName.
+	AddonName string
+	// WatchNamespaces limits the mirror to the Applications of these namespaces; empty
+	// means all namespaces.
+	WatchNamespaces []string
+	// Concurrency is the number of parallel reconciles; 0 means 4.
+	Concurrency int
+	// ProgressingHold: see DefaultProgressingHold; 0 means the default.
+	ProgressingHold time.Duration
+	// Reports decodes the agents' reports; share one with the report controller. Nil
+	// means a cache of the controller's own.
+	Reports *observed.Reports
+}
+
+func (o Options) withDefaults() Options {
+	if o.AddonName == "" {
+		o.AddonName = propagation.DefaultAddonName
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	if o.ProgressingHold == 0 {
+		o.ProgressingHold = DefaultProgressingHold
+	}
+	if o.Reports == nil {
+		o.Reports = observed.NewReports()
+	}
+	return o
+}
+
+// AddToScheme adds the OCM types the mirror reads to scheme.
+func AddToScheme(scheme *runtime.Scheme) error { return propagation.AddToScheme(scheme) }
+
+// Setup registers the status mirror with mgr. It reads through the cache that
+// propagation.CacheByObject configures. Run the scheme through AddToScheme first.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, nil)
+}
+
+func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) client.WithWatch) error {
+	opts = opts.withDefaults()
+	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache(), Unstructured: true},
+	})
+	if err != nil {
+		return fmt.Errorf("create the cached client: %w", err)
+	}
+	if intercept != nil {
+		c = intercept(c)
+	}
+	r := &reconciler{client: c, opts: opts, progressingSince: map[types.NamespacedName]time.Time{}}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(newApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork), builder.WithPredicates(workChanged)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up the status mirror: %w", err)
+	}
+	return nil
+}
+
+type reconciler struct {
+	client client.Client
+	opts   Options
+
+	mu sync.Mutex
+	// progressingSince is when this controller wrote a Progressing before Healthy.
+	progressingSince map[types.NamespacedName]time.Time
+}
+
+func (r *reconciler) isCandidate(o client.Object) bool {
+	_, labelled := o.GetLabels()[argoapp.LabelPullToOCMManagedCluster]
+	return labelled && (len(r.opts.WatchNamespaces) == 0 || slices.Contains(r.opts.WatchNamespaces, o.GetNamespace()))
+}
+
+// Reconcile mirrors the status of one pulled hub Application.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	app := newApplication()
+	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.isCandidate(app) || app.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
+		return ctrl.Result{}, nil
+	}
+	cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
+	workName := propagation.ManifestWorkName(app.GetName(), app.GetUID())
+	work := &workv1.ManifestWork{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: workName}, work); err != nil {
+		// Not propagated (yet): nothing to mirror; the status stays as it is.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		addon = nil
+	}
+	reported, _, _ := r.opts.Reports.Get(addon) // the report controller records decode errors
+	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), observed.FindApp(reported, workName, req.NamespacedName))}
+	if stale := observed.StalenessOf(addon); stale != nil {
+		c := stale.Condition(cluster)
+		desired.Stale = &c
+	}
+	if !desired.State.Known() && desired.Stale == nil {
+		return ctrl.Result{}, nil
+	}
+
+	// Healthy after a Progressing this controller wrote waits for the hold.
+	if desired.State.HealthStatus == HealthHealthy && healthOf(app) == HealthProgressing {
+		if since, ok := r.since(req.NamespacedName); ok {
+			if wait := r.opts.ProgressingHold - time.Since(since); wait > 0 {
+				desired.State.HealthStatus, desired.State.HealthMessage = HealthProgressing, ""
+				return r.write(ctx, app, desired, wait)
+			}
+		}
+	}
+	return r.write(ctx, app, desired, 0)
+}
+
+// write applies desired and patches the app when something changed. requeue > 0 asks
+// for another pass then.
+func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, desired Desired, requeue time.Duration) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(app)
+	updated := app.DeepCopy()
+	changed, holding := ApplyStatus(updated, desired, time.Now())
+	if holding {
+		requeue = r.opts.ProgressingHold
+	}
+	if changed {
+		// A merge patch of the status, with the resourceVersion read: a concurrent write
+		// is a conflict, retried from the latest state. The Application CRD has no status
+		// subresource, so the status goes through the main resource; the propagation
+		// controller ignores status-only changes.
+		patch := client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})
+		if err := r.client.Patch(ctx, updated, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("patch the status of application %s: %w", key, err)
+		}
+		if holding {
+			r.mu.Lock()
+			r.progressingSince[key] = time.Now()
+			r.mu.Unlock()
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("mirrored status", "app", key, "health", healthOf(updated))
+	}
+	if !holding && requeue == 0 && healthOf(updated) != HealthProgressing {
+		r.forget(key)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *reconciler) since(key types.NamespacedName) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.progressingSince[key]
+	return t, ok
+}
+
+func (r *reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.progressingSince, key)
+}
+
+// Event mapping.
+
+// applicationOfWork returns the hub Application a pulled ManifestWork points back to.
+func applicationOfWork(work client.Object) (types.NamespacedName, bool) {
+	key := types.NamespacedName{
+		Namespace: work.GetAnnotations()[argoapp.AnnotationHubApplicationNamespace],
+		Name:      work.GetAnnotations()[argoapp.AnnotationHubApplicationName],
+	}
+	return key, key.Namespace != "" && key.Name != ""
+}
+
+func mapWork(_ context.Context, work client.Object) []reconcile.Request {
+	if key, ok := applicationOfWork(work); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return nil
+}
+
+var workChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*workv1.ManifestWork)
+		n, ok2 := e.ObjectNew.(*workv1.ManifestWork)
+		return !ok1 || !ok2 || observed.FeedbackOf(o) != observed.FeedbackOf(n) ||
+			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
+	},
+}
+
+// addonHandler enqueues the hub Applications whose entries of the agent's report
+// changed, or every Application with a work on the cluster when the addon appears,
+// goes, or changes availability.
+func (r *reconciler) addonHandler() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	named := func(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
+		a, ok := o.(*addonv1beta1.ManagedClusterAddOn)
+		return a, ok && a.Name == r.opts.AddonName
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			if a, ok := named(e.Object); ok {
+				r.enqueueCluster(ctx, a.Namespace, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			if a, ok := named(e.Object); ok {
+				r.enqueueCluster(ctx, a.Namespace, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			old, ok1 := named(e.ObjectOld)
+			a, ok2 := named(e.ObjectNew)
+			if !ok1 || !ok2 {
+				return
+			}
+			if observed.AvailabilityChanged(old.Status.Conditions, a.Status.Conditions) {
+				r.enqueueCluster(ctx, a.Namespace, q)
+				return
+			}
+			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, a.Status.Conditions) {
+				app, err := clusterreport.DecodeApp(c)
+				if err != nil {
+					r.enqueueCluster(ctx, a.Namespace, q)
+					return
+				}
+				r.enqueueApp(ctx, a.Namespace, app, q)
+			}
+		},
+	}
+}
+
+func (r *reconciler) enqueueCluster(ctx context.Context, cluster string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	works := &workv1.ManifestWorkList{}
+	if err := r.client.List(ctx, works, client.InNamespace(cluster)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the ManifestWorks of a cluster", "cluster", cluster)
+		return
+	}
+	for i := range works.Items {
+		for _, req := range mapWork(ctx, &works.Items[i]) {
+			q.Add(req)
+		}
+	}
+}
+
+func (r *reconciler) enqueueApp(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if app.HubName != "" {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}})
+		return
+	}
+	if app.ManifestWork == "" {
+		return
+	}
+	work := &workv1.ManifestWork{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: app.ManifestWork}, work); err != nil {
+		return
+	}
+	for _, req := range mapWork(ctx, work) {
+		q.Add(req)
+	}
+}
+
+func newApplication() *unstructured.Unstructured {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	return app
+}

@@ -1,0 +1,238 @@
+package appstatus
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+// The suite plays the propagation controller (it creates the works), the work agent (it
+// writes their feedback) and the spoke agent (it writes the report on the addon).
+
+func TestStatusMirror(t *testing.T) {
+	if testing.Short() {
+		t.Skip("envtest")
+	}
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := env.Client
+	g := gomega.NewWithT(t)
+	g.SetDefaultEventuallyTimeout(20 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+
+	for _, ns := range []string{"apps", "cluster1"} {
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
+	}
+	var writes atomic.Int64
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(setup(mgr, Options{ProgressingHold: 300 * time.Millisecond}, func(w client.WithWatch) client.WithWatch {
+		return interceptor.NewClient(w, interceptor.Funcs{
+			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				writes.Add(1)
+				return cl.Patch(ctx, obj, p, opts...)
+			},
+		})
+	})).To(gomega.Succeed())
+	go func() { _ = mgr.Start(ctx) }()
+
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: propagation.DefaultAddonName, Namespace: "cluster1"}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+
+	newApp := func(name string, multi bool) *unstructured.Unstructured {
+		app := &unstructured.Unstructured{Object: map[string]any{
+			"spec": map[string]any{"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"}},
+		}}
+		if multi {
+			app.Object["spec"].(map[string]any)["sources"] = []any{map[string]any{"repoURL": "https://a"}, map[string]any{"repoURL": "https://b"}}
+		} else {
+			app.Object["spec"].(map[string]any)["source"] = map[string]any{"repoURL": "https://a"}
+		}
+		app.SetGroupVersionKind(argoapp.ApplicationGVK)
+		app.SetNamespace("apps")
+		app.SetName(name)
+		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
+		g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
+		// The propagation controller's OCMPropagationError must survive.
+		_, _ = argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, "keep me", time.Now())
+		g.Expect(c.Update(ctx, app)).To(gomega.Succeed())
+		return app
+	}
+	newWork := func(app *unstructured.Unstructured) *workv1.ManifestWork {
+		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
+			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"},
+			Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: app.GetName()},
+		}}
+		g.Expect(c.Create(ctx, w)).To(gomega.Succeed())
+		return w
+	}
+	setFeedback := func(w *workv1.ManifestWork, health, sync string) {
+		g.Eventually(func() error {
+			cur := &workv1.ManifestWork{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+				return err
+			}
+			val := func(name, v string) workv1.FeedbackValue {
+				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
+			}
+			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+				ResourceMeta: workv1.ManifestResourceMeta{Group: argoapp.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "x", Namespace: "apps"},
+				StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+					val(argoapp.FeedbackHealthStatus, health), val(argoapp.FeedbackSyncStatus, sync), val(argoapp.FeedbackSyncRevision, "rev1"),
+					val(argoapp.FeedbackOperationStatePhase, "Succeeded"), val(argoapp.FeedbackOperationStateStartedAt, "2026-01-01T00:00:00Z"),
+				}},
+				Conditions: []metav1.Condition{},
+			}}
+			return c.Status().Update(ctx, cur)
+		}).Should(gomega.Succeed())
+	}
+	var reportMu sync.Mutex
+	setReport := func(apps []clusterreport.App, available metav1.ConditionStatus) {
+		reportMu.Lock()
+		defer reportMu.Unlock()
+		enc, err := clusterreport.Encode(clusterreport.Report{Apps: apps})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		conds := enc.Conditions
+		for i := range conds {
+			conds[i].LastTransitionTime = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		}
+		conds = append(conds, metav1.Condition{Type: "Available", Status: available, Reason: "Lease",
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))})
+		g.Eventually(func() error {
+			cur := &addonv1beta1.ManagedClusterAddOn{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(addon), cur); err != nil {
+				return err
+			}
+			cur.Status.Conditions = conds
+			return c.Status().Update(ctx, cur)
+		}).Should(gomega.Succeed())
+	}
+	get := func(name string) *unstructured.Unstructured {
+		app := &unstructured.Unstructured{}
+		app.SetGroupVersionKind(argoapp.ApplicationGVK)
+		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "apps", Name: name}, app)).To(gomega.Succeed())
+		return app
+	}
+	str := func(app *unstructured.Unstructured, path ...string) string {
+		s, _, _ := unstructured.NestedString(app.Object, path...)
+		return s
+	}
+
+	t.Run("Progressing then Healthy, observed through a watch", func(t *testing.T) {
+		app := newApp("standalone", false)
+		work := newWork(app)
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
+		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		w, err := wc.Watch(ctx, list, client.InNamespace("apps"))
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		defer w.Stop()
+		setFeedback(work, "Healthy", "Synced")
+		var seen []string
+		g.Eventually(func() []string {
+			for {
+				select {
+				case e := <-w.ResultChan():
+					if e.Type != watch.Modified {
+						continue
+					}
+					u := e.Object.(*unstructured.Unstructured)
+					if u.GetName() != "standalone" {
+						continue
+					}
+					h := str(u, "status", "health", "status")
+					if h != "" && (len(seen) == 0 || seen[len(seen)-1] != h) {
+						seen = append(seen, h)
+					}
+				default:
+					return seen
+				}
+			}
+		}).Should(gomega.Equal([]string{"Progressing", "Healthy"}))
+		got := get("standalone")
+		g.Expect(str(got, "status", "sync", "status")).To(gomega.Equal("Synced"))
+		g.Expect(str(got, "status", "sync", "revision")).To(gomega.Equal("rev1"))
+		g.Expect(str(got, "status", "operationState", "phase")).To(gomega.Equal("Succeeded"))
+		g.Expect(str(got, "status", "reconciledAt")).NotTo(gomega.BeEmpty())
+	})
+
+	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {
+		app := newApp("multi", true)
+		work := newWork(app)
+		setFeedback(work, "Degraded", "OutOfSync")
+		agentApp := clusterreport.App{
+			Namespace: "apps", Name: "multi", ManifestWork: work.Name,
+			Sync:       argoapp.SyncStatus{Status: "OutOfSync", Revisions: []string{"r1", "r2"}},
+			Health:     argoapp.HealthStatus{Status: "Degraded", Message: "not enough replicas"},
+			Resources:  []argoapp.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "x", Name: "web", Status: "OutOfSync", Health: argoapp.HealthStatus{Status: "Missing"}}},
+			Conditions: []argoapp.Condition{{Type: "SyncError", Message: "services is forbidden"}},
+			ObservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		}
+		setReport([]clusterreport.App{agentApp}, metav1.ConditionTrue)
+		g.Eventually(func(g gomega.Gomega) {
+			got := get("multi")
+			revs, _, _ := unstructured.NestedStringSlice(got.Object, "status", "sync", "revisions")
+			g.Expect(revs).To(gomega.Equal([]string{"r1", "r2"}))
+			g.Expect(str(got, "status", "health", "message")).To(gomega.Equal("not enough replicas"))
+			res, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")
+			g.Expect(res).To(gomega.HaveLen(1))
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			var types []string
+			for _, c := range conds {
+				types = append(types, c.(map[string]any)["type"].(string))
+			}
+			g.Expect(types).To(gomega.Equal([]string{argoapp.ConditionOCMPropagationError, "SyncError"}))
+		}).Should(gomega.Succeed())
+
+		// Stale: the addon's lease expired.
+		setReport([]clusterreport.App{agentApp}, metav1.ConditionUnknown)
+		g.Eventually(func(g gomega.Gomega) {
+			conds, _, _ := unstructured.NestedSlice(get("multi").Object, "status", "conditions")
+			g.Expect(conds).To(gomega.HaveLen(3))
+			g.Expect(conds[2].(map[string]any)["type"]).To(gomega.Equal("StaleStatusWarning"))
+			g.Expect(conds[2].(map[string]any)["message"]).To(gomega.ContainSubstring("since 2026-02-01T00:00:00Z"))
+		}).Should(gomega.Succeed())
+		g.Expect(str(get("multi"), "status", "health", "status")).To(gomega.Equal("Degraded"), "stale data is kept")
+
+		// Nothing changes: re-apply identical inputs and touch the apps; no write.
+		time.Sleep(500 * time.Millisecond)
+		before := writes.Load()
+		setReport([]clusterreport.App{agentApp}, metav1.ConditionUnknown)
+		setFeedback(work, "Degraded", "OutOfSync")
+		a := get("multi")
+		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", "touched": "yes"})
+		g.Expect(c.Update(ctx, a)).To(gomega.Succeed())
+		gomega.NewWithT(t).Consistently(writes.Load, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+	})
+}

@@ -1,0 +1,228 @@
+// Package appstatus mirrors the status of each pulled Application, from its managed
+// cluster back onto the hub Application (shared/reference/pull-model.md, section 3):
+// sync status and revision(s), health, operation state, and beyond the reference the
+// resource list and Argo CD's conditions from the agent's report, so that the hub Argo CD
+// UI and CLI show a pulled app as completely as a pushed one.
+//
+// It owns these fields of status: sync.status, sync.revision, sync.revisions,
+// health.status, health.message, operationState.phase, .startedAt and .message,
+// resources, reconciledAt, and every condition type except the propagation
+// controller's OCMPropagationError (the hub Argo CD skips pulled apps, so nobody else
+// writes their conditions). It writes them with a merge patch that carries the
+// resourceVersion read (optimistic locking), and only when one of them changed.
+package appstatus
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+)
+
+// Health statuses that the Progressing-then-Healthy rule is about.
+const (
+	HealthHealthy     = "Healthy"
+	HealthProgressing = "Progressing"
+)
+
+// Desired is the status this controller wants on a hub Application.
+type Desired struct {
+	State observed.State
+	// Stale is the stale condition when the cluster's addon is unavailable.
+	Stale *argoapp.Condition
+}
+
+// ApplyStatus sets the owned fields of app's status to d, and reports whether anything
+// changed. When health would become Healthy from anything but Progressing, it writes
+// Progressing instead, and holding is true: write again later to reach Healthy.
+// reconciledAt is set to now when, and only when, something else changed.
+func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (changed, holding bool) {
+	before := app.DeepCopy()
+	status, _, _ := unstructured.NestedMap(app.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
+	s := d.State
+
+	if s.SyncStatus != "" {
+		sync := mapAt(status, "sync")
+		sync["status"] = s.SyncStatus
+		setOrDelete(sync, "revision", s.SyncRevision)
+		if len(s.SyncRevisions) > 0 {
+			revisions := make([]any, len(s.SyncRevisions))
+			for i, r := range s.SyncRevisions {
+				revisions[i] = r
+			}
+			sync["revisions"] = revisions
+		} else {
+			delete(sync, "revisions")
+		}
+	}
+
+	if s.HealthStatus != "" {
+		health := mapAt(status, "health")
+		current, _ := health["status"].(string)
+		target, message := s.HealthStatus, s.HealthMessage
+		if target == HealthHealthy && current != HealthHealthy && current != HealthProgressing {
+			target, message, holding = HealthProgressing, "", true
+		}
+		health["status"] = target
+		setOrDelete(health, "message", message)
+	}
+
+	if s.OperationPhase != "" && s.OperationStart != "" {
+		op := mapAt(status, "operationState")
+		if _, ok := op["operation"].(map[string]any); !ok {
+			op["operation"] = map[string]any{} // required by the CRD; the spoke has the details
+		}
+		op["phase"] = s.OperationPhase
+		op["startedAt"] = s.OperationStart
+		setOrDelete(op, "message", s.OperationMsg)
+	}
+
+	if s.Reported {
+		if len(s.Resources) > 0 {
+			resources := make([]any, 0, len(s.Resources))
+			for _, r := range s.Resources {
+				row := map[string]any{"kind": r.Kind, "name": r.Name, "version": r.Version}
+				setOrDelete(row, "group", r.Group)
+				setOrDelete(row, "namespace", r.Namespace)
+				setOrDelete(row, "status", r.Status)
+				if r.Health.Status != "" {
+					row["health"] = map[string]any{"status": r.Health.Status}
+				}
+				resources = append(resources, row)
+			}
+			status["resources"] = resources
+		} else {
+			delete(status, "resources")
+		}
+	}
+
+	if s.Reported || d.Stale != nil {
+		wanted := slices.Clone(s.Conditions)
+		if !s.Reported {
+			wanted = ownedConditions(status) // keep what the agent said last
+		}
+		wanted = slices.DeleteFunc(wanted, func(c argoapp.Condition) bool { return c.Type == observed.ConditionStale })
+		if d.Stale != nil {
+			wanted = append(wanted, *d.Stale)
+		}
+		setConditions(status, wanted, now)
+	} else if hasStale(status) {
+		setConditions(status, slices.DeleteFunc(ownedConditions(status), func(c argoapp.Condition) bool {
+			return c.Type == observed.ConditionStale
+		}), now)
+	}
+
+	if len(status) > 0 {
+		app.Object["status"] = status
+	}
+	if equalStatus(before, app) {
+		return false, false
+	}
+	status["reconciledAt"] = now.UTC().Format(time.RFC3339)
+	return true, holding
+}
+
+// equalStatus compares the statuses of two versions of an app, reconciledAt aside.
+func equalStatus(a, b *unstructured.Unstructured) bool {
+	sa, _, _ := unstructured.NestedMap(a.Object, "status")
+	sb, _, _ := unstructured.NestedMap(b.Object, "status")
+	delete(sa, "reconciledAt")
+	delete(sb, "reconciledAt")
+	if len(sa) == 0 && len(sb) == 0 {
+		return true
+	}
+	return equalJSON(sa, sb)
+}
+
+// setConditions replaces the owned conditions of status with wanted, keeping the
+// others (OCMPropagationError) first and in place, and the lastTransitionTime of every
+// condition whose type and message did not change.
+func setConditions(status map[string]any, wanted []argoapp.Condition, now time.Time) {
+	existing, _ := status["conditions"].([]any)
+	var out []any
+	times := map[argoapp.Condition][]any{}
+	for _, item := range existing {
+		c, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		t, _ := c["type"].(string)
+		if !isOwned(t) {
+			out = append(out, item)
+			continue
+		}
+		m, _ := c["message"].(string)
+		key := argoapp.Condition{Type: t, Message: m}
+		times[key] = append(times[key], c["lastTransitionTime"])
+	}
+	stamp := now.UTC().Format(time.RFC3339)
+	for _, c := range wanted {
+		entry := map[string]any{"type": c.Type, "message": c.Message, "lastTransitionTime": stamp}
+		if prior := times[c]; len(prior) > 0 {
+			if prior[0] != nil {
+				entry["lastTransitionTime"] = prior[0]
+			}
+			times[c] = prior[1:]
+		}
+		out = append(out, entry)
+	}
+	if len(out) == 0 {
+		delete(status, "conditions")
+		return
+	}
+	status["conditions"] = out
+}
+
+// ownedConditions returns the conditions of status this controller owns.
+func ownedConditions(status map[string]any) []argoapp.Condition {
+	existing, _ := status["conditions"].([]any)
+	var out []argoapp.Condition
+	for _, item := range existing {
+		c, _ := item.(map[string]any)
+		t, _ := c["type"].(string)
+		m, _ := c["message"].(string)
+		if isOwned(t) {
+			out = append(out, argoapp.Condition{Type: t, Message: m})
+		}
+	}
+	return out
+}
+
+func hasStale(status map[string]any) bool {
+	return slices.ContainsFunc(ownedConditions(status), func(c argoapp.Condition) bool { return c.Type == observed.ConditionStale })
+}
+
+// isOwned reports whether this controller owns a condition type.
+func isOwned(conditionType string) bool {
+	return conditionType != argoapp.ConditionOCMPropagationError
+}
+
+func mapAt(m map[string]any, key string) map[string]any {
+	child, ok := m[key].(map[string]any)
+	if !ok {
+		child = map[string]any{}
+		m[key] = child
+	}
+	return child
+}
+
+func setOrDelete(m map[string]any, key, value string) {
+	if value == "" {
+		delete(m, key)
+		return
+	}
+	m[key] = value
+}
+
+// healthOf returns status.health.status of app.
+func healthOf(app *unstructured.Unstructured) string {
+	h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+	return cmp.Or(h, "")
+}

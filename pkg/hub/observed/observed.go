@@ -1,0 +1,270 @@
+// Package observed is what the hub knows of a pulled Application on its managed cluster,
+// from the two channels of docs/design.md: the ManifestWork's status feedback (five
+// scalars, fast) and the agent's report on the ManagedClusterAddOn (resources, errors,
+// revisions of multi-source apps, messages). The report controller (pkg/hub/report) and
+// the status mirror (pkg/hub/appstatus) both read them through this package, so that
+// both show the same thing.
+package observed
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// Values shown for what is not known.
+const (
+	// StatusUnknown is the sync and health status of an Application whose cluster has not
+	// reported it yet.
+	StatusUnknown = "Unknown"
+
+	// ConditionStale is the condition type, on the report's cluster entry and on the hub
+	// Application, that says the data is the last reported before the cluster's addon
+	// became unavailable. It ends in "Warning", so Argo CD's UI shows it as a warning.
+	ConditionStale = "StaleStatusWarning"
+)
+
+// Feedback holds the five status feedback values of a work's Application manifest.
+type Feedback struct {
+	HealthStatus            string
+	SyncStatus              string
+	SyncRevision            string
+	OperationStatePhase     string
+	OperationStateStartedAt string
+}
+
+// Empty reports whether no value came back.
+func (f Feedback) Empty() bool { return f == Feedback{} }
+
+// FeedbackOf returns the feedback of the Argo CD Application manifest of work.
+func FeedbackOf(work *workv1.ManifestWork) Feedback {
+	var f Feedback
+	if work == nil {
+		return f
+	}
+	for _, m := range work.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Group != argoapp.Group || m.ResourceMeta.Kind != argoapp.KindApplication {
+			continue
+		}
+		for _, v := range m.StatusFeedbacks.Values {
+			if v.Value.String == nil {
+				continue
+			}
+			s := *v.Value.String
+			switch v.Name {
+			case argoapp.FeedbackHealthStatus:
+				f.HealthStatus = s
+			case argoapp.FeedbackSyncStatus:
+				f.SyncStatus = s
+			case argoapp.FeedbackSyncRevision:
+				f.SyncRevision = s
+			case argoapp.FeedbackOperationStatePhase:
+				f.OperationStatePhase = s
+			case argoapp.FeedbackOperationStateStartedAt:
+				f.OperationStateStartedAt = s
+			}
+		}
+	}
+	return f
+}
+
+// Staleness says since when a cluster's addon is unavailable.
+type Staleness struct {
+	// Since is the last transition time of the addon's Available condition.
+	Since metav1.Time
+	// Status and Reason are those of the Available condition.
+	Status metav1.ConditionStatus
+	Reason string
+}
+
+// StalenessOf returns the staleness of the cluster of addon: non-nil when its Available
+// condition is False or Unknown, which the addon framework sets when the agent's lease
+// expires. Without an Available condition the addon is not known to be unavailable.
+func StalenessOf(addon *addonv1beta1.ManagedClusterAddOn) *Staleness {
+	if addon == nil {
+		return nil
+	}
+	c := meta.FindStatusCondition(addon.Status.Conditions, addonv1beta1.ManagedClusterAddOnConditionAvailable)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return nil
+	}
+	return &Staleness{Since: c.LastTransitionTime, Status: c.Status, Reason: c.Reason}
+}
+
+// Condition returns the stale condition of cluster.
+func (s *Staleness) Condition(cluster string) argoapp.Condition {
+	return argoapp.Condition{
+		Type: ConditionStale,
+		Message: fmt.Sprintf("The status from cluster %s is stale: its addon has been unavailable (Available=%s, %s) since %s; this is the last status it reported.",
+			cluster, s.Status, s.Reason, s.Since.UTC().Format(time.RFC3339)),
+	}
+}
+
+// AvailabilityChanged reports whether the Available condition of an addon changed
+// between two versions of its conditions.
+func AvailabilityChanged(old, new []metav1.Condition) bool {
+	a := meta.FindStatusCondition(old, addonv1beta1.ManagedClusterAddOnConditionAvailable)
+	b := meta.FindStatusCondition(new, addonv1beta1.ManagedClusterAddOnConditionAvailable)
+	if a == nil || b == nil {
+		return (a == nil) != (b == nil)
+	}
+	return a.Status != b.Status || !a.LastTransitionTime.Equal(&b.LastTransitionTime) || a.Reason != b.Reason
+}
+
+// ChangedAppConditions returns the app conditions of the agent that were added, removed
+// or changed between two versions of an addon's conditions: the old version of a removed
+// or changed one, the new version of an added or changed one.
+func ChangedAppConditions(old, new []metav1.Condition) []metav1.Condition {
+	index := func(cs []metav1.Condition) map[string]metav1.Condition {
+		m := map[string]metav1.Condition{}
+		for _, c := range cs {
+			if clusterreport.IsAppCondition(c.Type) {
+				m[c.Type] = c
+			}
+		}
+		return m
+	}
+	before, after := index(old), index(new)
+	var changed []metav1.Condition
+	for t, a := range after {
+		b, ok := before[t]
+		if !ok || a.Message != b.Message {
+			changed = append(changed, a)
+		}
+		if ok && a.Message != b.Message {
+			changed = append(changed, b)
+		}
+	}
+	for t, b := range before {
+		if _, ok := after[t]; !ok {
+			changed = append(changed, b)
+		}
+	}
+	return changed
+}
+
+// Reports decodes the agents' reports, once per resourceVersion of each
+// ManagedClusterAddOn, and keeps the result. It is safe for concurrent use; the report
+// controller and the status mirror share one.
+type Reports struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]decoded
+}
+
+type decoded struct {
+	resourceVersion string
+	apps            []clusterreport.App
+	err             error
+}
+
+// NewReports returns an empty decoder cache.
+func NewReports() *Reports {
+	return &Reports{entries: map[types.NamespacedName]decoded{}}
+}
+
+// Get returns the apps of the addon's report, and the error of its decoding (the apps
+// that decoded are returned all the same). first is true when this call decoded this
+// version of the addon: the caller that sees it reports the error.
+func (r *Reports) Get(addon *addonv1beta1.ManagedClusterAddOn) (apps []clusterreport.App, err error, first bool) {
+	if addon == nil {
+		return nil, nil, false
+	}
+	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[key]; ok && e.resourceVersion == addon.ResourceVersion {
+		return e.apps, e.err, false
+	}
+	report, err := clusterreport.Decode(addon.Status.Conditions)
+	r.entries[key] = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err}
+	return report.Apps, err, true
+}
+
+// Forget drops a deleted addon's report.
+func (r *Reports) Forget(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.entries, types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// FindApp returns the app of a report that the ManifestWork workName carries, or that
+// points back to the hub Application hub; nil when the cluster has not reported it.
+func FindApp(apps []clusterreport.App, workName string, hub types.NamespacedName) *clusterreport.App {
+	i := slices.IndexFunc(apps, func(a clusterreport.App) bool {
+		return (workName != "" && a.ManifestWork == workName) ||
+			(a.HubName != "" && a.HubNamespace == hub.Namespace && a.HubName == hub.Name)
+	})
+	if i < 0 {
+		return nil
+	}
+	return &apps[i]
+}
+
+// State is the status of one pulled Application as the hub sees it: the feedback's
+// scalars first (the faster channel), the agent's report for the rest.
+type State struct {
+	SyncStatus     string
+	SyncRevision   string
+	SyncRevisions  []string
+	HealthStatus   string
+	HealthMessage  string
+	OperationPhase string
+	OperationStart string
+	OperationMsg   string
+	// Reported is true when the agent's report carries the app: Resources and Conditions
+	// are then known (possibly empty).
+	Reported   bool
+	Resources  []argoapp.ResourceStatus
+	Conditions []argoapp.Condition
+}
+
+// Known reports whether any channel said anything about the app.
+func (s State) Known() bool {
+	return s.Reported || s.SyncStatus != "" || s.HealthStatus != "" || s.OperationPhase != ""
+}
+
+// Merge combines the feedback and the agent's entry (nil when not reported).
+func Merge(f Feedback, agent *clusterreport.App) State {
+	s := State{
+		SyncStatus: f.SyncStatus, SyncRevision: f.SyncRevision, HealthStatus: f.HealthStatus,
+		OperationPhase: f.OperationStatePhase, OperationStart: f.OperationStateStartedAt,
+	}
+	if agent == nil {
+		return s
+	}
+	s.Reported = true
+	s.SyncStatus = firstNonEmpty(s.SyncStatus, agent.Sync.Status)
+	s.SyncRevision = firstNonEmpty(s.SyncRevision, agent.Sync.Revision)
+	s.SyncRevisions = agent.Sync.Revisions
+	s.HealthStatus = firstNonEmpty(s.HealthStatus, agent.Health.Status)
+	if s.HealthStatus == agent.Health.Status {
+		s.HealthMessage = agent.Health.Message // the message of another status would mislead
+	}
+	s.OperationPhase = firstNonEmpty(s.OperationPhase, agent.Operation.Phase)
+	s.OperationStart = firstNonEmpty(s.OperationStart, agent.Operation.StartedAt)
+	if s.OperationPhase == agent.Operation.Phase && s.OperationStart == agent.Operation.StartedAt {
+		s.OperationMsg = agent.Operation.Message
+	}
+	s.Resources = agent.Resources
+	s.Conditions = agent.Conditions
+	return s
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

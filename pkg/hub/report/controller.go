@@ -1,0 +1,512 @@
+package report
+
+// This file wires the report controller: its options, the watches that enqueue reports,
+// and the reconcile that renders and writes one report.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+)
+
+// ControllerName names the report controller: its logs, metrics and Events.
+const ControllerName = "argocd-pull-report"
+
+// ReasonInvalidAgentReport is the reason of the Warning Event on a ManagedClusterAddOn
+// whose agent report (or part of it) cannot be decoded.
+const ReasonInvalidAgentReport = "InvalidAgentReport"
+
+// Options configure the report controller.
+type Options struct {
+	// AddonName names every ManagedClusterAddOn of the addon. Empty means
+	// propagation.DefaultAddonName.
+	AddonName string
+	// WatchNamespaces limits the reports to the ApplicationSets of these namespaces;
+	// empty means all namespaces.
+	WatchNamespaces []string
+	// Concurrency is the number of parallel reconciles; 0 means 4.
+	Concurrency int
+	// Reports decodes the agents' reports; share one with the status mirror. Nil means
+	// a cache of the controller's own.
+	Reports *observed.Reports
+}
+
+func (o Options) withDefaults() Options {
+	if o.AddonName == "" {
+		o.AddonName = propagation.DefaultAddonName
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	if o.Reports == nil {
+		o.Reports = observed.NewReports()
+	}
+	return o
+}
+
+// AddToScheme adds the report type, and the OCM types the controller reads, to scheme.
+func AddToScheme(scheme *runtime.Scheme) error {
+	if err := propagation.AddToScheme(scheme); err != nil {
+		return err
+	}
+	return appsv1alpha1.AddToScheme(scheme)
+}
+
+// CacheByObject returns the cache options of the ApplicationSets: the watched
+// namespaces only. The ManifestWorks, ManagedClusterAddOns and Applications are cached
+// as propagation.CacheByObject says; merge both into the manager's cache options.
+func CacheByObject(opts Options) map[client.Object]cache.ByObject {
+	if len(opts.WatchNamespaces) == 0 {
+		return nil
+	}
+	byNamespace := cache.ByObject{Namespaces: map[string]cache.Config{}}
+	for _, ns := range opts.WatchNamespaces {
+		byNamespace.Namespaces[ns] = cache.Config{}
+	}
+	return map[client.Object]cache.ByObject{newApplicationSet(): byNamespace}
+}
+
+// Cache indexes of this controller.
+const (
+	// indexByApplicationSet indexes pulled ManifestWorks by their hosting-applicationset
+	// annotation, and Applications by "<namespace>/<name>" of their ApplicationSet.
+	indexByApplicationSet = "argocd-pull.report.applicationSet"
+)
+
+// Setup registers the report controller with mgr. Run the scheme through AddToScheme
+// first.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	return setup(mgr, opts, nil)
+}
+
+// setup is Setup; intercept, when set, wraps the controller's client (the tests count
+// the writes through it).
+func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) client.WithWatch) error {
+	opts = opts.withDefaults()
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &workv1.ManifestWork{}, indexByApplicationSet, func(o client.Object) []string {
+		if key := o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet]; key != "" {
+			return []string{key}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index ManifestWorks by ApplicationSet: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, newApplication(), indexByApplicationSet, func(o client.Object) []string {
+		if key, ok := applicationSetOf(o); ok {
+			return []string{key.String()}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
+	}
+	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache(), Unstructured: true},
+	})
+	if err != nil {
+		return fmt.Errorf("create the cached client: %w", err)
+	}
+	if intercept != nil {
+		c = intercept(c)
+	}
+	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(newApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
+		Watches(&appsv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(newApplication(), handler.EnqueueRequestsFromMapFunc(mapApplication),
+			builder.WithPredicates(applicationMembershipChanged)).
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
+			builder.WithPredicates(workChanged)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up the report controller: %w", err)
+	}
+	return nil
+}
+
+type reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+}
+
+// Reconcile renders the report of one ApplicationSet and writes it when it changed.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if !r.watches(req.Namespace) {
+		return ctrl.Result{}, nil
+	}
+	appSet := newApplicationSet()
+	if err := r.client.Get(ctx, req.NamespacedName, appSet); err != nil {
+		// Gone: the garbage collector deletes the report through its ownerReference.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	apps, err := r.clusterApps(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	current := &appsv1alpha1.MulticlusterApplicationSetReport{}
+	err = r.client.Get(ctx, req.NamespacedName, current)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get report %s: %w", req, err)
+	}
+	exists := err == nil
+	if len(apps) == 0 {
+		// No pulled apps: no report. Delete the one this controller wrote.
+		if exists && isOwnedBy(current, appSet) {
+			log.Info("deleting the report of an ApplicationSet without pulled apps", "report", req)
+			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current,
+				client.Preconditions{ResourceVersion: &current.ResourceVersion}))
+		}
+		return ctrl.Result{}, nil
+	}
+	desired := current.DeepCopy()
+	if !exists {
+		desired = &appsv1alpha1.MulticlusterApplicationSetReport{
+			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace},
+		}
+	}
+	desired.Statuses = RenderStatuses(req.Namespace, apps)
+	if exists {
+		desired.Statuses.LastUpdateTime = current.Statuses.LastUpdateTime
+	}
+	if desired.Labels == nil {
+		desired.Labels = map[string]string{}
+	}
+	desired.Labels[appsv1alpha1.LabelHostingApplicationSet] = HostingApplicationSetLabelValue(req.Namespace, req.Name)
+	setOwner(desired, appSet)
+	if exists && equality.Semantic.DeepEqual(current, desired) {
+		return ctrl.Result{}, nil
+	}
+	desired.Statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	if !exists {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return ctrl.Result{}, fmt.Errorf("create report %s: %w", req, err)
+		}
+		log.V(1).Info("created report", "report", req, "clusters", desired.Statuses.Summary.Clusters)
+		return ctrl.Result{}, nil
+	}
+	// An update carries the resourceVersion read: a concurrent change is a conflict,
+	// retried with backoff from the latest state.
+	if err := r.client.Update(ctx, desired); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update report %s: %w", req, err)
+	}
+	log.V(1).Info("updated report", "report", req, "clusters", desired.Statuses.Summary.Clusters)
+	return ctrl.Result{}, nil
+}
+
+// clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
+// feedback and agent report.
+func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) ([]ClusterApp, error) {
+	apps := newApplicationList()
+	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
+		client.MatchingFields{indexByApplicationSet: appSet.String()}); err != nil {
+		return nil, fmt.Errorf("list the Applications of %s: %w", appSet, err)
+	}
+	works := &workv1.ManifestWorkList{}
+	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}); err != nil {
+		return nil, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
+	}
+	worksByName := map[types.NamespacedName]*workv1.ManifestWork{}
+	for i := range works.Items {
+		worksByName[client.ObjectKeyFromObject(&works.Items[i])] = &works.Items[i]
+	}
+	addons := map[string]*addonv1beta1.ManagedClusterAddOn{}
+	var out []ClusterApp
+	for i := range apps.Items {
+		app := &apps.Items[i]
+		if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
+			continue
+		}
+		if app.GetDeletionTimestamp() != nil {
+			continue
+		}
+		cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
+		workName := propagation.ManifestWorkName(app.GetName(), app.GetUID())
+		work := worksByName[types.NamespacedName{Namespace: cluster, Name: workName}]
+		addon, ok := addons[cluster]
+		if !ok {
+			addon = &addonv1beta1.ManagedClusterAddOn{}
+			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
+				}
+				addon = nil
+			}
+			addons[cluster] = addon
+		}
+		var agentApp *clusterreport.App
+		if work != nil && addon != nil {
+			reported, _, _ := r.opts.Reports.Get(addon) // errors are recorded by the addon watch
+			agentApp = observed.FindApp(reported, workName, client.ObjectKeyFromObject(app))
+		}
+		out = append(out, ClusterApp{
+			Cluster: cluster, HubApp: app.GetName(), ManifestWork: workName,
+			State: observed.Merge(observed.FeedbackOf(work), agentApp),
+			Stale: observed.StalenessOf(addon),
+		})
+	}
+	return out, nil
+}
+
+func (r *reconciler) watches(namespace string) bool {
+	return len(r.opts.WatchNamespaces) == 0 || slices.Contains(r.opts.WatchNamespaces, namespace)
+}
+
+func (r *reconciler) inNamespaces() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return r.watches(o.GetNamespace()) })
+}
+
+// setOwner makes the ApplicationSet the report's controller owner, so that the garbage
+// collector deletes the report with it.
+func setOwner(report *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured) {
+	owner := metav1.OwnerReference{
+		APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet,
+		Name: appSet.GetName(), UID: appSet.GetUID(), Controller: ptr.To(true),
+	}
+	refs := slices.DeleteFunc(slices.Clone(report.OwnerReferences), func(ref metav1.OwnerReference) bool {
+		return ref.Kind == argoapp.KindApplicationSet && strings.HasPrefix(ref.APIVersion, argoapp.Group+"/")
+	})
+	report.OwnerReferences = append(refs, owner)
+}
+
+func isOwnedBy(report *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured) bool {
+	return slices.ContainsFunc(report.OwnerReferences, func(ref metav1.OwnerReference) bool {
+		return ref.UID == appSet.GetUID()
+	})
+}
+
+// Event mapping.
+
+// applicationSetOf returns the ApplicationSet that owns a hub Application.
+func applicationSetOf(app client.Object) (types.NamespacedName, bool) {
+	name, ok := argoapp.OwningApplicationSet(app.GetOwnerReferences())
+	return types.NamespacedName{Namespace: app.GetNamespace(), Name: name}, ok
+}
+
+func mapApplication(_ context.Context, app client.Object) []reconcile.Request {
+	if key, ok := applicationSetOf(app); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return nil
+}
+
+// parseApplicationSetKey parses "<namespace>/<name>".
+func parseApplicationSetKey(key string) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(key, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
+}
+
+func mapWork(_ context.Context, work client.Object) []reconcile.Request {
+	if key, ok := parseApplicationSetKey(work.GetAnnotations()[argoapp.AnnotationHostingApplicationSet]); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return nil
+}
+
+// addonHandler enqueues the reports that a change of a cluster's ManagedClusterAddOn
+// affects: every report with an app on the cluster when the addon appears, goes or
+// changes availability; else those whose apps' entries in the agent's report changed.
+// It records an invalid agent report as a Warning Event, once per version.
+func (r *reconciler) addonHandler() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			if addon, ok := r.addon(e.Object); ok {
+				r.checkReport(ctx, addon)
+				r.enqueueCluster(ctx, addon.Namespace, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			if addon, ok := r.addon(e.Object); ok {
+				r.opts.Reports.Forget(addon.Namespace, addon.Name)
+				r.enqueueCluster(ctx, addon.Namespace, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			old, ok1 := r.addon(e.ObjectOld)
+			addon, ok2 := r.addon(e.ObjectNew)
+			if !ok1 || !ok2 {
+				return
+			}
+			r.checkReport(ctx, addon)
+			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) {
+				r.enqueueCluster(ctx, addon.Namespace, q)
+				return
+			}
+			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, addon.Status.Conditions) {
+				app, err := clusterreport.DecodeApp(c)
+				if err != nil {
+					r.enqueueCluster(ctx, addon.Namespace, q) // cannot tell whose: all of them
+					return
+				}
+				r.enqueueApp(ctx, addon.Namespace, app, q)
+			}
+		},
+	}
+}
+
+func (r *reconciler) addon(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
+	addon, ok := o.(*addonv1beta1.ManagedClusterAddOn)
+	return addon, ok && addon.Name == r.opts.AddonName
+}
+
+// checkReport decodes a new version of the agent's report, and records what it rejects.
+func (r *reconciler) checkReport(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) {
+	_, err, first := r.opts.Reports.Get(addon)
+	if err == nil || !first {
+		return
+	}
+	var rejected []string
+	for _, e := range flatten(err) {
+		var de *clusterreport.DecodeError
+		if errors.As(e, &de) {
+			rejected = append(rejected, de.Error())
+		}
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "the agent's report is invalid; its other entries are used",
+		"cluster", addon.Namespace, "rejected", len(rejected))
+	note := clusterreport.TruncateMessage(fmt.Sprintf("%d entries of the agent's report were rejected and show as not reported: %s",
+		len(rejected), strings.Join(rejected, "; ")), 1000)
+	r.recorder.Eventf(addon, nil, corev1.EventTypeWarning, ReasonInvalidAgentReport, "DecodeReport", "%s", note)
+}
+
+// flatten unwraps errors.Join.
+func flatten(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range joined.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// enqueueCluster enqueues the reports of every ApplicationSet work on the cluster.
+func (r *reconciler) enqueueCluster(ctx context.Context, cluster string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	works := &workv1.ManifestWorkList{}
+	if err := r.client.List(ctx, works, client.InNamespace(cluster)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the ManifestWorks of a cluster", "cluster", cluster)
+		return
+	}
+	for i := range works.Items {
+		for _, req := range mapWork(ctx, &works.Items[i]) {
+			q.Add(req)
+		}
+	}
+}
+
+// enqueueApp enqueues the report of one app of the agent's report: through its
+// ApplicationSet, else through its work.
+func (r *reconciler) enqueueApp(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if key, ok := parseApplicationSetKey(app.ApplicationSet); ok {
+		q.Add(reconcile.Request{NamespacedName: key})
+		return
+	}
+	if app.ManifestWork == "" {
+		return
+	}
+	work := &workv1.ManifestWork{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: app.ManifestWork}, work); err != nil {
+		return
+	}
+	for _, req := range mapWork(ctx, work) {
+		q.Add(req)
+	}
+}
+
+// Predicates.
+
+// existenceChanged passes creations and deletions only: the report needs the
+// ApplicationSet's UID, which never changes.
+var existenceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetUID() != e.ObjectNew.GetUID() },
+}
+
+// applicationMembershipChanged passes the changes of a hub Application that can change
+// which reports it is in: not its status, which this controller does not read.
+var applicationMembershipChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetUID() != n.GetUID() ||
+			!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+			!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+	},
+}
+
+// workChanged passes ApplicationSet works whose feedback or back-pointers changed.
+var workChanged = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return isApplicationSetWork(e.Object) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return isApplicationSetWork(e.Object) },
+	GenericFunc: func(e event.GenericEvent) bool { return isApplicationSetWork(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if !isApplicationSetWork(e.ObjectOld) && !isApplicationSetWork(e.ObjectNew) {
+			return false
+		}
+		o, ok1 := e.ObjectOld.(*workv1.ManifestWork)
+		n, ok2 := e.ObjectNew.(*workv1.ManifestWork)
+		return !ok1 || !ok2 || observed.FeedbackOf(o) != observed.FeedbackOf(n) ||
+			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
+	},
+}
+
+func isApplicationSetWork(o client.Object) bool {
+	return o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet] != ""
+}
+
+func newApplication() *unstructured.Unstructured {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	return app
+}
+
+func newApplicationList() *unstructured.UnstructuredList {
+	apps := &unstructured.UnstructuredList{}
+	apps.SetGroupVersionKind(argoapp.GroupVersion.WithKind(argoapp.KindApplication + "List"))
+	return apps
+}
+
+func newApplicationSet() *unstructured.Unstructured {
+	appSet := &unstructured.Unstructured{}
+	appSet.SetGroupVersionKind(argoapp.ApplicationSetGVK)
+	return appSet
+}

@@ -1,0 +1,171 @@
+// Package report keeps one MulticlusterApplicationSetReport per ApplicationSet that has
+// pulled Applications: the status of each of its Applications on its cluster, the union
+// of the resources they deployed, and a summary (shared/reference/pull-model.md,
+// section 5). It is event-driven: a change to a ManifestWork's feedback, to an agent's
+// report, to the ApplicationSet's Applications or to a cluster's availability re-renders
+// the affected reports only, coalesced per report, and a report is written only when its
+// content changed.
+package report
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+)
+
+// Bounds of a report, so that an ApplicationSet over many clusters stays far below the
+// object size limit of etcd.
+const (
+	// MaxConditionMessageBytes cuts each error message of a cluster entry; a cut message
+	// ends in "...".
+	MaxConditionMessageBytes = 512
+	// MaxConditionsPerCluster caps the error conditions of one cluster entry.
+	MaxConditionsPerCluster = 5
+	// MaxResources caps the union of the resources.
+	MaxResources = 1000
+	// maxLabelValueLength is the API's limit on a label value.
+	maxLabelValueLength = 63
+)
+
+// HealthMissing is Argo CD's health of a resource that does not exist on the cluster:
+// one that failed to deploy. Such a resource is left out of the report's resources.
+const HealthMissing = "Missing"
+
+// ClusterApp is what the report knows of one pulled Application of the ApplicationSet.
+type ClusterApp struct {
+	// Cluster is the managed cluster, whose namespace holds the ManifestWork.
+	Cluster string
+	// HubApp is the hub Application's name, in the ApplicationSet's namespace.
+	HubApp string
+	// ManifestWork is the work's name.
+	ManifestWork string
+	// State is the merged feedback and agent report.
+	State observed.State
+	// Stale is non-nil when the cluster's addon is unavailable.
+	Stale *observed.Staleness
+}
+
+// AppField returns the `app` field of a cluster entry:
+// "<ApplicationSet namespace>/<hub app>/<cluster namespace>/<ManifestWork>".
+func AppField(appSetNamespace, hubApp, cluster, work string) string {
+	return appSetNamespace + "/" + hubApp + "/" + cluster + "/" + work
+}
+
+// HostingApplicationSetLabelValue returns "<namespace>.<name>" cut to 63 characters, the
+// value of the report's hosting-applicationset label. A cut value that would end in a
+// character a label value cannot end in loses it.
+func HostingApplicationSetLabelValue(namespace, name string) string {
+	v := namespace + "." + name
+	if len(v) > maxLabelValueLength {
+		v = v[:maxLabelValueLength]
+	}
+	return strings.TrimRight(v, "-_.")
+}
+
+// RenderStatuses renders the report's content from the ApplicationSet's apps. The
+// result is deterministic: entries sorted by cluster and app, resources sorted.
+func RenderStatuses(appSetNamespace string, apps []ClusterApp) appsv1alpha1.AppConditions {
+	var out appsv1alpha1.AppConditions
+	resources := map[appsv1alpha1.ResourceRef]struct{}{}
+	for _, a := range apps {
+		out.ClusterConditions = append(out.ClusterConditions, clusterCondition(appSetNamespace, a))
+		for _, r := range a.State.Resources {
+			if r.Health.Status == HealthMissing {
+				continue // failed to deploy: its cluster's error says why
+			}
+			resources[resourceRef(r)] = struct{}{}
+		}
+	}
+	slices.SortFunc(out.ClusterConditions, func(a, b appsv1alpha1.ClusterCondition) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.App, b.App))
+	})
+	for r := range resources {
+		out.Resources = append(out.Resources, r)
+	}
+	slices.SortFunc(out.Resources, func(a, b appsv1alpha1.ResourceRef) int {
+		return cmp.Or(cmp.Compare(a.APIVersion, b.APIVersion), cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	if len(out.Resources) > MaxResources {
+		out.Resources = out.Resources[:MaxResources]
+	}
+	out.Summary = CountSummary(out.ClusterConditions, apps)
+	return out
+}
+
+// clusterCondition renders one cluster entry.
+func clusterCondition(appSetNamespace string, a ClusterApp) appsv1alpha1.ClusterCondition {
+	s := a.State
+	c := appsv1alpha1.ClusterCondition{
+		Cluster:                 a.Cluster,
+		App:                     AppField(appSetNamespace, a.HubApp, a.Cluster, a.ManifestWork),
+		SyncStatus:              cmp.Or(s.SyncStatus, observed.StatusUnknown),
+		HealthStatus:            cmp.Or(s.HealthStatus, observed.StatusUnknown),
+		SyncRevision:            s.SyncRevision,
+		SyncRevisions:           slices.Clone(s.SyncRevisions),
+		OperationStatePhase:     s.OperationPhase,
+		OperationStateStartedAt: s.OperationStart,
+	}
+	for _, cond := range s.Conditions {
+		if !clusterreport.IsErrorCondition(cond.Type) || len(c.Conditions) == MaxConditionsPerCluster {
+			continue
+		}
+		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{
+			Type: cond.Type, Message: clusterreport.TruncateMessage(cond.Message, MaxConditionMessageBytes),
+		})
+	}
+	if a.Stale != nil {
+		stale := a.Stale.Condition(a.Cluster)
+		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: stale.Type, Message: stale.Message})
+	}
+	return c
+}
+
+// resourceRef names a resource the way the report does.
+func resourceRef(r argoapp.ResourceStatus) appsv1alpha1.ResourceRef {
+	apiVersion := r.Version
+	if r.Group != "" {
+		apiVersion = r.Group + "/" + r.Version
+	}
+	return appsv1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}
+}
+
+// CountSummary counts the entries by the reference's rules: synced counts Synced,
+// notSynced every other sync status; healthy counts Healthy, notHealthy every other
+// health status (Progressing and Unknown included); inProgress counts Progressing. stale
+// counts the entries of unavailable clusters.
+func CountSummary(conditions []appsv1alpha1.ClusterCondition, apps []ClusterApp) appsv1alpha1.ReportSummary {
+	var synced, healthy, inProgress, stale int
+	for _, c := range conditions {
+		if c.SyncStatus == "Synced" {
+			synced++
+		}
+		if c.HealthStatus == "Healthy" {
+			healthy++
+		}
+		if c.HealthStatus == "Progressing" {
+			inProgress++
+		}
+	}
+	for _, a := range apps {
+		if a.Stale != nil {
+			stale++
+		}
+	}
+	n := len(conditions)
+	return appsv1alpha1.ReportSummary{
+		Clusters:   strconv.Itoa(n),
+		Synced:     strconv.Itoa(synced),
+		NotSynced:  strconv.Itoa(n - synced),
+		Healthy:    strconv.Itoa(healthy),
+		NotHealthy: strconv.Itoa(n - healthy),
+		InProgress: strconv.Itoa(inProgress),
+		Stale:      strconv.Itoa(stale),
+	}
+}
