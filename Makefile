@@ -30,15 +30,16 @@ test: verify test-unit test-fuzz test-e2e ## Run every check and test suite: sta
 ##@ Tests
 
 .PHONY: verify
-verify: ## Static checks: gofmt, go vet, go.mod tidy, generated code and CRDs up to date
+verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code, CRDs and manifests up to date
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
 	hack/verify-generated.sh
+	hack/verify-manifests.sh
 
 .PHONY: test-unit
-test-unit: fleet-tools ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
+test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 
 .PHONY: test-fuzz
@@ -66,6 +67,10 @@ build: ## Build the product binaries and the fleet command into bin/
 	go build -o $(BIN_DIR)/manager ./cmd/manager
 	go build -o $(BIN_DIR)/agent ./cmd/agent
 	go build -o $(BIN_DIR)/fleet ./test/fleet/cmd/fleet
+
+.PHONY: manifests
+manifests: tools-helm ## Render manifests/ from charts/argocd-pull-addon (run after make generate)
+	hack/generate-manifests.sh
 
 .PHONY: generate
 generate: ## Generate deepcopy and CRDs from pkg/apis (controller-gen, pinned in hack/tools)

@@ -1,0 +1,388 @@
+// Package chart tests the Helm chart charts/argocd-pull-addon and the plain manifests
+// rendered from it: helm lint, helm template with default and other values, the values
+// schema, and (in rbac_envtest_test.go) the manager's RBAC against a real apiserver.
+//
+// The tests run bin/helm, built from its module by `hack/tools/build.sh helm`; without it
+// they skip.
+package chart
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+const (
+	release   = "argocd-pull-addon"
+	namespace = "argocd-pull-addon"
+	// managerName is the ServiceAccount, Deployment, ClusterRole and bindings of the
+	// manager with the release name above.
+	managerName = "argocd-pull-addon-manager"
+	addonName   = "argocd-pull"
+	argocdNS    = "argocd"
+	crdName     = "multiclusterapplicationsetreports.apps.open-cluster-management.io"
+)
+
+// paths returns the repository root, bin/helm and the chart, or skips the test when
+// bin/helm is missing.
+func paths(t *testing.T) (root, helm, chart string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm = filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Skipf("no helm at %s: build it with `hack/tools/build.sh helm`", helm)
+	}
+	return root, helm, filepath.Join(root, "charts", "argocd-pull-addon")
+}
+
+// runHelm runs bin/helm with args and returns its stdout, stderr and error.
+func runHelm(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	_, helm, _ := paths(t)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(helm, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// render runs helm template with the --set values and returns the objects.
+func render(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	_, _, chart := paths(t)
+	args := []string{"template", release, chart, "--namespace", namespace}
+	args = append(args, setFlags(set)...)
+	out, stderr, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	objs, err := fleet.DecodeYAML([]byte(out))
+	if err != nil {
+		t.Fatalf("decode the rendered chart: %v", err)
+	}
+	return objs
+}
+
+// setFlags turns values into --set flags; a value prefixed "string:" becomes --set-string.
+func setFlags(set []string) []string {
+	var flags []string
+	for _, s := range set {
+		if v, ok := strings.CutPrefix(s, "string:"); ok {
+			flags = append(flags, "--set-string", v)
+		} else {
+			flags = append(flags, "--set", s)
+		}
+	}
+	return flags
+}
+
+// find returns the objects of kind, by "<namespace>/<name>".
+func find(objs []*unstructured.Unstructured, kind string) map[string]*unstructured.Unstructured {
+	found := map[string]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		if obj.GetKind() == kind {
+			found[obj.GetNamespace()+"/"+obj.GetName()] = obj
+		}
+	}
+	return found
+}
+
+func one(t *testing.T, objs []*unstructured.Unstructured, kind, key string) *unstructured.Unstructured {
+	t.Helper()
+	obj, ok := find(objs, kind)[key]
+	if !ok {
+		t.Fatalf("no %s %s among the rendered objects", kind, key)
+	}
+	return obj
+}
+
+func convert[T any](t *testing.T, obj *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out); err != nil {
+		t.Fatalf("convert %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+	return out
+}
+
+func TestLint(t *testing.T) {
+	_, _, chart := paths(t)
+	for name, set := range map[string][]string{
+		"defaults":   nil,
+		"placements": {"installStrategy.type=Placements", "string:installStrategy.placement.labelSelector.matchLabels.argocd=true"},
+		"no crd, no adc, namespaces": {"crds.install=false", "addOnDeploymentConfig.create=false",
+			"manager.watchNamespaces={team-a,team-b}", "createNamespace=true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", chart}, setFlags(set)...)
+			out, stderr, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatalf("helm lint: %v\n%s%s", err, out, stderr)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	objs := render(t)
+	var kinds []string
+	for _, obj := range objs {
+		kinds = append(kinds, obj.GetKind()+" "+obj.GetNamespace()+"/"+obj.GetName())
+	}
+	slices.Sort(kinds)
+	want := []string{
+		"AddOnDeploymentConfig " + namespace + "/" + addonName + "-default",
+		"ClusterManagementAddOn /" + addonName,
+		"ClusterRole /" + managerName,
+		"ClusterRoleBinding /" + managerName,
+		"CustomResourceDefinition /" + crdName,
+		"Deployment " + namespace + "/" + managerName,
+		"Role " + argocdNS + "/" + managerName,
+		"Role " + namespace + "/" + managerName + "-leader-election",
+		"RoleBinding " + argocdNS + "/" + managerName,
+		"RoleBinding " + namespace + "/" + managerName + "-leader-election",
+		"Service " + namespace + "/" + managerName + "-metrics",
+		"ServiceAccount " + namespace + "/" + managerName,
+	}
+	slices.Sort(want)
+	if !slices.Equal(kinds, want) {
+		t.Errorf("rendered objects:\n  %s\nwant:\n  %s", strings.Join(kinds, "\n  "), strings.Join(want, "\n  "))
+	}
+	// Names must not collide with the upstream argocd-pull-integration or with ACM.
+	for _, obj := range objs {
+		if strings.HasPrefix(obj.GetName(), "argocd-pull-integration") ||
+			strings.HasPrefix(obj.GetName(), "multicluster-operators") ||
+			strings.HasPrefix(obj.GetName(), "open-cluster-management") {
+			t.Errorf("%s %s takes a name of another project", obj.GetKind(), obj.GetName())
+		}
+	}
+
+	cma := one(t, objs, "ClusterManagementAddOn", "/"+addonName)
+	if typ, _, _ := unstructured.NestedString(cma.Object, "spec", "installStrategy", "type"); typ != "Manual" {
+		t.Errorf("install strategy %q, want Manual", typ)
+	}
+	configs, _, _ := unstructured.NestedSlice(cma.Object, "spec", "supportedConfigs")
+	if len(configs) != 1 {
+		t.Fatalf("supportedConfigs %v, want the AddOnDeploymentConfigs", configs)
+	}
+	defaultConfig, _, _ := unstructured.NestedStringMap(configs[0].(map[string]any), "defaultConfig")
+	if defaultConfig["name"] != addonName+"-default" || defaultConfig["namespace"] != namespace {
+		t.Errorf("default config %v, want %s/%s-default", defaultConfig, namespace, addonName)
+	}
+
+	crd := one(t, objs, "CustomResourceDefinition", "/"+crdName)
+	if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("the CRD must survive helm uninstall: annotations %v", crd.GetAnnotations())
+	}
+
+	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	container := containers[0].(map[string]any)
+	if container["image"] != "quay.io/ocm-gitops/argocd-pull-addon:latest" {
+		t.Errorf("image %v", container["image"])
+	}
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
+		"--require-placement-binding=true", "--concurrency=4", "--agent-image=quay.io/ocm-gitops/argocd-pull-addon:latest",
+		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--v=2"} {
+		if !slices.Contains(args, arg) {
+			t.Errorf("the manager's args %v lack %s", args, arg)
+		}
+	}
+	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != managerName {
+		t.Errorf("service account %q", sa)
+	}
+	if nonRoot, _, _ := unstructured.NestedBool(deploy.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); !nonRoot {
+		t.Error("the manager must run as non-root")
+	}
+}
+
+func TestNonDefaultValues(t *testing.T) {
+	objs := render(t,
+		"image.repository=registry.example.com/gitops/pull", "image.tag=v1.2.3", "replicas=2",
+		"manager.addonName=my-pull", "manager.argocdNamespace=openshift-gitops",
+		"manager.watchNamespaces={team-a,team-b}", "manager.requirePlacementBinding=false",
+		"manager.concurrency=8", "manager.logVerbosity=4", "agent.watchNamespaces={openshift-gitops}",
+		"agent.image=registry.example.com/gitops/agent:v9", "resources.limits.memory=1Gi",
+		"addOnDeploymentConfig.create=false", "metrics.service=false")
+	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
+	if replicas, _, _ := unstructured.NestedFieldNoCopy(deploy.Object, "spec", "replicas"); fmt.Sprint(replicas) != "2" {
+		t.Errorf("replicas %v, want 2", replicas)
+	}
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	container := containers[0].(map[string]any)
+	if container["image"] != "registry.example.com/gitops/pull:v1.2.3" {
+		t.Errorf("image %v", container["image"])
+	}
+	if mem, _, _ := unstructured.NestedString(container, "resources", "limits", "memory"); mem != "1Gi" {
+		t.Errorf("memory limit %q", mem)
+	}
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	for _, arg := range []string{"--addon-name=my-pull", "--argocd-namespace=openshift-gitops", "--watch-namespaces=team-a,team-b",
+		"--require-placement-binding=false", "--concurrency=8", "--agent-image=registry.example.com/gitops/agent:v9",
+		"--agent-watch-namespaces=openshift-gitops", "--v=4"} {
+		if !slices.Contains(args, arg) {
+			t.Errorf("the manager's args %v lack %s", args, arg)
+		}
+	}
+	one(t, objs, "ClusterManagementAddOn", "/my-pull")
+	one(t, objs, "Role", "openshift-gitops/"+managerName)
+	lease := convert[rbacv1.Role](t, one(t, objs, "Role", namespace+"/"+managerName+"-leader-election"))
+	if !slices.ContainsFunc(lease.Rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.ResourceNames, []string{"my-pull-addon-manager"})
+	}) {
+		t.Errorf("the leader election Role does not name the manager's Lease my-pull-addon-manager: %+v", lease.Rules)
+	}
+	if len(find(objs, "AddOnDeploymentConfig")) != 0 || len(find(objs, "Service")) != 0 {
+		t.Error("addOnDeploymentConfig.create=false and metrics.service=false still render them")
+	}
+	cma := one(t, objs, "ClusterManagementAddOn", "/my-pull")
+	configs, _, _ := unstructured.NestedSlice(cma.Object, "spec", "supportedConfigs")
+	if _, ok := configs[0].(map[string]any)["defaultConfig"]; ok {
+		t.Error("the CMA names a default config the chart does not create")
+	}
+}
+
+func TestPlacementsInstallStrategy(t *testing.T) {
+	objs := render(t, "installStrategy.type=Placements", "installStrategy.placement.clusterSet=prod",
+		"installStrategy.placement.namespace=gitops", "string:installStrategy.placement.labelSelector.matchLabels.argocd=true")
+	cma := one(t, objs, "ClusterManagementAddOn", "/"+addonName)
+	strategy, _, _ := unstructured.NestedMap(cma.Object, "spec", "installStrategy")
+	placements, _ := strategy["placements"].([]any)
+	if strategy["type"] != "Placements" || len(placements) != 1 {
+		t.Fatalf("install strategy %v, want Placements with one placement", strategy)
+	}
+	ref := placements[0].(map[string]any)
+	if ref["name"] != addonName || ref["namespace"] != "gitops" {
+		t.Errorf("placement ref %v, want gitops/%s", ref, addonName)
+	}
+	if typ, _, _ := unstructured.NestedString(ref, "rolloutStrategy", "type"); typ != "All" {
+		t.Errorf("rollout strategy %v", ref["rolloutStrategy"])
+	}
+	placement := one(t, objs, "Placement", "gitops/"+addonName)
+	if sets, _, _ := unstructured.NestedStringSlice(placement.Object, "spec", "clusterSets"); !slices.Equal(sets, []string{"prod"}) {
+		t.Errorf("placement cluster sets %v", sets)
+	}
+	predicates, _, _ := unstructured.NestedSlice(placement.Object, "spec", "predicates")
+	if len(predicates) != 1 {
+		t.Errorf("placement predicates %v, want the label selector", predicates)
+	}
+	binding := one(t, objs, "ManagedClusterSetBinding", "gitops/prod")
+	if set, _, _ := unstructured.NestedString(binding.Object, "spec", "clusterSet"); set != "prod" {
+		t.Errorf("binding cluster set %q", set)
+	}
+
+	// Manual renders neither.
+	manual := render(t)
+	if len(find(manual, "Placement")) != 0 || len(find(manual, "ManagedClusterSetBinding")) != 0 {
+		t.Error("the Manual strategy renders a Placement or a ManagedClusterSetBinding")
+	}
+}
+
+func TestCRDSkippedOnRequest(t *testing.T) {
+	if crds := find(render(t, "crds.install=false"), "CustomResourceDefinition"); len(crds) != 0 {
+		t.Errorf("crds.install=false still renders %v", crds)
+	}
+	crd := one(t, render(t, "crds.keep=false"), "CustomResourceDefinition", "/"+crdName)
+	if _, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
+		t.Error("crds.keep=false still keeps the CRD")
+	}
+}
+
+// TestCRDHasOneSource checks that the chart reads the CRD from manifests/crds, where it is
+// generated, rather than from a copy.
+func TestCRDHasOneSource(t *testing.T) {
+	root, _, chart := paths(t)
+	link := filepath.Join(chart, "files", "crds")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatalf("%s must be a symbolic link to manifests/crds: %v", link, err)
+	}
+	resolved := filepath.Clean(filepath.Join(filepath.Dir(link), target))
+	if resolved != filepath.Join(root, "manifests", "crds") {
+		t.Errorf("%s points to %s, want manifests/crds", link, resolved)
+	}
+	source, err := os.ReadFile(filepath.Join(root, "manifests", "crds",
+		"apps.open-cluster-management.io_multiclusterapplicationsetreports.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := fleet.DecodeYAML(source)
+	if err != nil || len(want) != 1 {
+		t.Fatalf("decode the generated CRD: %v (%d objects)", err, len(want))
+	}
+	got := one(t, render(t, "crds.keep=false"), "CustomResourceDefinition", "/"+crdName)
+	wantSpec, _, _ := unstructured.NestedMap(want[0].Object, "spec")
+	gotSpec, _, _ := unstructured.NestedMap(got.Object, "spec")
+	if !equalJSON(t, wantSpec, gotSpec) {
+		t.Error("the chart's CRD differs from manifests/crds")
+	}
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	_, _, chart := paths(t)
+	for _, tc := range []struct {
+		set, message string
+	}{
+		{"replicas=-1", "at '/replicas': minimum: got -1, want 0"},
+		{"installStrategy.type=Auto", "at '/installStrategy/type': value must be one of 'Manual', 'Placements'"},
+		{"manager.concurrency=0", "at '/manager/concurrency': minimum: got 0, want 1"},
+		{"manager.addonName=Argo_Pull", "at '/manager/addonName': 'Argo_Pull' does not match pattern"},
+		{"manager.argocdNamespace=", "at '/manager/argocdNamespace'"},
+		{"manager.watchNamespaces={team-a,team-a}", "at '/manager/watchNamespaces'"},
+		{"agent.watchNamespaces=null", "at '/agent"},
+		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"},
+		{"installStrategy.type=Placements,installStrategy.placement.clusterSet=", "at '/installStrategy/placement/clusterSet': minLength: got 0, want 1"},
+		{"installStrategy.placement.rolloutStrategy.type=Fast", "at '/installStrategy/placement/rolloutStrategy/type'"},
+		{"replica=2", "additional properties 'replica' not allowed"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, stderr, err := runHelm(t, "template", release, chart, "--namespace", namespace, "--set", tc.set)
+			if err == nil {
+				t.Fatalf("helm template --set %s succeeded; want the schema to reject it", tc.set)
+			}
+			if !strings.Contains(stderr, "values don't meet the specifications of the schema") || !strings.Contains(stderr, tc.message) {
+				t.Errorf("helm template --set %s: %s\nwant a schema error with %q", tc.set, stderr, tc.message)
+			}
+		})
+	}
+}
+
+// TestManifestsAreGenerated runs hack/verify-manifests.sh, and checks that the local fleet
+// still finds one ClusterManagementAddOn, Manual, in manifests/clustermanagementaddon.yaml.
+func TestManifestsAreGenerated(t *testing.T) {
+	root, _, _ := paths(t)
+	cmd := exec.Command(filepath.Join(root, "hack", "verify-manifests.sh"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/verify-manifests.sh: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "manifests", "clustermanagementaddon.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := fleet.DecodeYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "ClusterManagementAddOn" || objs[0].GetName() != addonName {
+		t.Fatalf("manifests/clustermanagementaddon.yaml holds %d objects, want the ClusterManagementAddOn %s", len(objs), addonName)
+	}
+	if typ, _, _ := unstructured.NestedString(objs[0].Object, "spec", "installStrategy", "type"); typ != "Manual" {
+		t.Errorf("install strategy %q, want Manual", typ)
+	}
+}

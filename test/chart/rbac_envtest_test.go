@@ -1,0 +1,307 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+// The manager's identity, as the chart's ServiceAccount presents it to the apiserver.
+var (
+	managerUser   = "system:serviceaccount:" + namespace + ":" + managerName
+	managerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+)
+
+// TestRBACAgainstAPIServer installs the chart's rendered objects on a real apiserver and
+// checks, as the manager's ServiceAccount, that every permission the manager needs is
+// granted and that a set of doors stays closed; then it runs the real manager with
+// exactly that identity and checks that it works without a forbidden error.
+func TestRBACAgainstAPIServer(t *testing.T) {
+	paths(t) // skips without bin/helm
+	objs := render(t, "createNamespace=true")
+	env := testenv.Start(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	for _, ns := range []string{argocdNS, "cluster1", "team-a", "other"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applier, err := fleet.NewApplier(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.Apply(ctx, namespace, objs...); err != nil {
+		t.Fatalf("apply the rendered chart: %v", err)
+	}
+	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("every needed permission is granted", func(t *testing.T) {
+		for _, p := range needed {
+			if allowed, reason := access(t, kube, p); !allowed {
+				t.Errorf("the manager needs %s (%s), but it is refused: %s", p, p.why, reason)
+			}
+		}
+	})
+
+	t.Run("the rest is refused", func(t *testing.T) {
+		refused := concat(
+			perms(cluster, "", "secrets", "", "", "get", "list", "watch"),
+			perms("default", "", "secrets", "", "", "get", "list", "create"),
+			perms("cluster1", "", "secrets", "", "", "get", "list", "create", "delete"),
+			perms("kube-system", "", "secrets", "", "", "get", "list"),
+			perms(argocdScope, "", "configmaps", "", "", "get", "list"),
+			perms(cluster, "", "pods", "", "", "create"),
+			perms(cluster, "apps", "deployments", "", "", "create", "update"),
+			perms(cluster, "", "serviceaccounts/token", "", "", "create"),
+			perms(cluster, "", "users", "", "", "impersonate"),
+			perms(cluster, "rbac.authorization.k8s.io", "clusterroles", "", "", "create", "update", "bind", "escalate"),
+			perms(cluster, "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "create"),
+			perms(cluster, "rbac.authorization.k8s.io", "roles", "", "", "escalate", "bind", "delete"),
+			perms(cluster, "certificates.k8s.io", "signers", "kubernetes.io/kubelet-serving", "", "approve"),
+			perms(cluster, "certificates.k8s.io", "signers", apiClientSigner, "", "sign"),
+			perms(cluster, "certificates.k8s.io", "certificatesigningrequests", "", "", "create", "delete"),
+			perms(cluster, "certificates.k8s.io", "certificatesigningrequests/status", "", "", "update"),
+			perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "", "create", "update", "delete"),
+			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets", "", "", "create"),
+			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets/bind", "", "", "create"),
+			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update"),
+			perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "", "deletecollection"),
+			perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "", "create", "delete"),
+			perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "", "create", "update", "delete"),
+			perms(cluster, "addon.open-cluster-management.io", "addondeploymentconfigs", "", "", "create", "update"),
+			perms(cluster, "argoproj.io", "applications", "", "", "create", "delete"),
+			perms(cluster, "argoproj.io", "appprojects", "", "", "list", "get"),
+			perms(argocdScope, "argoproj.io", "appprojects", "", "", "create", "update", "delete"),
+			perms(cluster, "argoproj.io", "applicationsets", "", "", "create", "update", "delete"),
+			perms(releaseScope, "coordination.k8s.io", "leases", "someone-elses-lease", "", "get", "update"),
+			perms(cluster, "coordination.k8s.io", "leases", "", "", "create", "list"),
+			perms(cluster, "apiextensions.k8s.io", "customresourcedefinitions", "", "", "create", "update"),
+		)
+		for _, p := range refused {
+			if allowed, _ := access(t, kube, p); allowed {
+				t.Errorf("the manager must not %s", p)
+			}
+		}
+	})
+
+	t.Run("the manager runs with it", func(t *testing.T) {
+		runManager(t, env, objs)
+	})
+}
+
+// concat concatenates permission lists.
+func concat(lists ...[]permission) []permission {
+	var out []permission
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// access asks the apiserver whether the manager's ServiceAccount may do p.
+func access(t *testing.T, kube kubernetes.Interface, p permission) (bool, string) {
+	t.Helper()
+	attrs := &authorizationv1.ResourceAttributes{Group: p.group, Verb: p.verb, Name: p.named}
+	attrs.Resource, attrs.Subresource, _ = strings.Cut(p.resource, "/")
+	switch p.scope {
+	case cluster:
+		// Namespaced resources: every namespace, as an informer lists them.
+	case argocdScope:
+		attrs.Namespace = argocdNS
+	case releaseScope:
+		attrs.Namespace = namespace
+	default:
+		attrs.Namespace = string(p.scope)
+	}
+	review, err := kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: managerUser, Groups: managerGroups, ResourceAttributes: attrs},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SubjectAccessReview for %s: %v", p, err)
+	}
+	return review.Status.Allowed, review.Status.Reason
+}
+
+// runManager builds cmd/manager and runs it as the chart's ServiceAccount (kubeconfig
+// impersonation) against env, then checks that a pulled Application becomes a
+// ManifestWork, that the cluster Secret and the agent's hub Role appear, and that the
+// log holds no forbidden error.
+func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructured) {
+	root, _, _ := paths(t)
+	dir := t.TempDir()
+	manager := filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["manager"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData,
+		Impersonate: managerUser, ImpersonateGroups: managerGroups,
+	}
+	cfg.Contexts["manager"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "manager"}
+	cfg.CurrentContext = "manager"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	c := env.Client
+	// What a real hub holds: a cluster that opted in (its ManagedClusterAddOn owned by the
+	// ClusterManagementAddOn, as OCM's addon-manager creates it), a Placement that decides
+	// the cluster for team-a, and a pulled Application of team-a.
+	must(t, c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}))
+	cma := &addonv1beta1.ClusterManagementAddOn{}
+	must(t, c.Get(ctx, types.NamespacedName{Name: addonName}, cma))
+	must(t, c.Create(ctx, &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{
+		Name: addonName, Namespace: "cluster1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "addon.open-cluster-management.io/v1beta1",
+			Kind: "ClusterManagementAddOn", Name: addonName, UID: cma.UID}},
+	}}))
+	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
+		Name: "guestbook-decision-1", Namespace: "team-a",
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: "guestbook"},
+	}}
+	must(t, c.Create(ctx, decision))
+	decision.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
+	must(t, c.Status().Update(ctx, decision))
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	app.SetNamespace("team-a")
+	app.SetName("guestbook")
+	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
+	app.Object["spec"] = map[string]any{
+		"project":     "default",
+		"source":      map[string]any{"repoURL": "https://git.example.com/apps.git", "path": "guestbook", "targetRevision": "main"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "guestbook"},
+	}
+	must(t, c.Create(ctx, app))
+
+	var log bytes.Buffer
+	cmd := exec.Command(manager, "--kubeconfig="+kubeconfig, "--leader-election-namespace="+namespace,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--v=4")
+	// The chart's own flags, but the manager runs outside a Pod.
+	for _, arg := range managerArgs(t, objs) {
+		if !strings.HasPrefix(arg, "--metrics-bind-address") && !strings.HasPrefix(arg, "--health-probe-bind-address") {
+			cmd.Args = append(cmd.Args, arg)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("manager log:\n%s", log.String())
+		}
+	})
+
+	eventually(t, "a ManifestWork for the pulled Application in cluster1", func() bool {
+		works := &workv1.ManifestWorkList{}
+		return c.List(ctx, works, client.InNamespace("cluster1"), client.HasLabels{argoapp.LabelPullToOCMManagedCluster}) == nil && len(works.Items) == 1
+	})
+	eventually(t, "the Argo CD cluster Secret of cluster1", func() bool {
+		return c.Get(ctx, types.NamespacedName{Namespace: argocdNS, Name: "cluster1-" + addonName + "-cluster"}, &corev1.Secret{}) == nil
+	})
+	eventually(t, "the agent's hub Role and RoleBinding in cluster1 (granted by the manager)", func() bool {
+		name := "open-cluster-management:" + addonName + ":agent"
+		return c.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: name}, &rbacv1.Role{}) == nil &&
+			c.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: name}, &rbacv1.RoleBinding{}) == nil
+	})
+	eventually(t, "the leader election Lease", func() bool {
+		_, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(namespace).Get(ctx, addonName+"-addon-manager", metav1.GetOptions{})
+		return err == nil
+	})
+	// Let the remaining controllers (the framework's deploy, config and CSR controllers)
+	// sync once more before reading the log.
+	time.Sleep(3 * time.Second)
+	stop()
+	if !strings.Contains(log.String(), "starting the hub addon-manager") {
+		t.Errorf("the manager did not log its start")
+	}
+	forbidden := regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|update|patch|delete)`)
+	for _, line := range strings.Split(log.String(), "\n") {
+		if forbidden.MatchString(line) {
+			t.Errorf("the manager was refused something: %s", line)
+		}
+	}
+}
+
+// managerArgs returns the args of the manager container of the rendered Deployment.
+func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	return args
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

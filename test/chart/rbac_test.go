@@ -1,0 +1,172 @@
+package chart
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// scope says where a permission is needed: every namespace (a ClusterRole), the Argo CD
+// namespace, or the release namespace.
+type scope string
+
+const (
+	cluster         scope = "cluster"
+	argocdScope     scope = "argocd"
+	releaseScope    scope = "release"
+	leaseName             = addonName + "-addon-manager"
+	apiClientSigner       = "kubernetes.io/kube-apiserver-client"
+)
+
+// permission is one verb on one resource (and name) that the manager needs.
+type permission struct {
+	scope                        scope
+	group, resource, verb, named string
+	why                          string
+}
+
+func (p permission) String() string {
+	s := fmt.Sprintf("%s %s.%s (%s)", p.verb, p.resource, p.group, p.scope)
+	if p.named != "" {
+		s += " named " + p.named
+	}
+	return s
+}
+
+func perms(s scope, group, resource, named, why string, verbs ...string) []permission {
+	var out []permission
+	for _, v := range verbs {
+		out = append(out, permission{scope: s, group: group, resource: resource, verb: v, named: named, why: why})
+	}
+	return out
+}
+
+// needed lists what the manager does, read from pkg/hub and from addon-framework v1.3.0's
+// addonmanager. It is the definition of "least privilege" for the chart: the chart must
+// grant each (TestRBACAgainstAPIServer) and nothing else (TestRBACGrantsOnlyWhatIsNeeded).
+var needed = slices.Concat(
+	perms(cluster, "argoproj.io", "applications", "", "propagation: finalizers, .operation, refresh; appstatus: status", "get", "list", "watch", "patch"),
+	perms(cluster, "argoproj.io", "applicationsets", "", "report controller", "get", "list", "watch"),
+	perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "propagation (apply, delete), framework agent deploy", "get", "list", "watch", "create", "patch", "delete"),
+	perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "propagation, cluster secrets, framework", "get", "list", "watch"),
+	perms(cluster, "cluster.open-cluster-management.io", "placementdecisions", "", "tenant gate", "get", "list", "watch"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "opt-in, framework finalizers", "get", "list", "watch", "update"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/status", "", "PropagationPaused, framework status", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/finalizers", "", "blockOwnerDeletion on objects owned by the addon", "update"),
+	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "pause switch, framework lifecycle annotation", "get", "list", "watch", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons/status", "", "framework cmaconfig", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "addondeploymentconfigs", "", "framework addonconfig, agent manifests", "get", "list", "watch"),
+	perms(cluster, "certificates.k8s.io", "certificatesigningrequests", "", "framework CSR approval", "get", "list", "watch"),
+	perms(cluster, "certificates.k8s.io", "certificatesigningrequests/approval", "", "framework CSR approval", "update"),
+	perms(cluster, "certificates.k8s.io", "signers", apiClientSigner, "framework CSR approval", "approve"),
+	perms(cluster, "rbac.authorization.k8s.io", "roles", "", "the agent's hub Role (utils.ApplyRole)", "get", "create", "update"),
+	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", "", "the agent's hub RoleBinding", "get", "create", "update"),
+	perms(cluster, "", "events", "", "Events of every controller", "create", "patch"),
+	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
+	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "update", "delete"),
+	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets", "get", "list", "watch", "create", "patch", "delete"),
+	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
+	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
+	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),
+)
+
+// grantedBy expands rules into permissions of scope s; it fails on a wildcard.
+func grantedBy(t *testing.T, s scope, rules []rbacv1.PolicyRule) []permission {
+	t.Helper()
+	var out []permission
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s rule grants non-resource URLs %v", s, r.NonResourceURLs)
+		}
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" || slices.Contains([]string{"escalate", "bind", "impersonate"}, v) {
+						t.Errorf("%s rule %+v grants %s on %s.%s: no wildcards nor escalation verbs", s, r, v, res, g)
+					}
+					for _, n := range names {
+						out = append(out, permission{scope: s, group: g, resource: res, verb: v, named: n})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// rendered returns the permissions that the chart's Roles and ClusterRoles grant, by scope.
+func renderedPermissions(t *testing.T, set ...string) []permission {
+	t.Helper()
+	objs := render(t, set...)
+	var granted []permission
+	for key, obj := range find(objs, "ClusterRole") {
+		granted = append(granted, grantedBy(t, cluster, convert[rbacv1.ClusterRole](t, obj).Rules)...)
+		_ = key
+	}
+	for key, obj := range find(objs, "Role") {
+		role := convert[rbacv1.Role](t, obj)
+		switch role.Namespace {
+		case argocdNS:
+			granted = append(granted, grantedBy(t, argocdScope, role.Rules)...)
+		case namespace:
+			granted = append(granted, grantedBy(t, releaseScope, role.Rules)...)
+		default:
+			t.Errorf("Role %s in an unexpected namespace", key)
+		}
+	}
+	return granted
+}
+
+// TestRBACGrantsOnlyWhatIsNeeded: every permission the chart grants is one the manager
+// needs, and none is granted by a wildcard. With TestRBACAgainstAPIServer, which checks
+// that each needed one is granted, the chart's RBAC is exactly the manager's needs.
+func TestRBACGrantsOnlyWhatIsNeeded(t *testing.T) {
+	key := func(p permission) permission { p.why = ""; return p }
+	var want []permission
+	for _, p := range needed {
+		want = append(want, key(p))
+	}
+	granted := renderedPermissions(t)
+	for _, p := range granted {
+		if !slices.Contains(want, p) {
+			t.Errorf("the chart grants %s, which the manager does not need", p)
+		}
+	}
+	for _, p := range want {
+		if !slices.Contains(granted, p) {
+			t.Errorf("the chart does not grant %s", p)
+		}
+	}
+	// Secrets only in the Argo CD namespace.
+	for _, p := range granted {
+		if p.resource == "secrets" && p.scope != argocdScope {
+			t.Errorf("the chart grants %s: secrets are for the Argo CD namespace only", p)
+		}
+	}
+}
+
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	var ja, jb any
+	for _, x := range []struct {
+		in  any
+		out *any
+	}{{a, &ja}, {b, &jb}} {
+		data, err := json.Marshal(x.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, x.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reflect.DeepEqual(ja, jb)
+}
