@@ -21,7 +21,7 @@ export KUBEBUILDER_ASSETS := $(BIN_DIR)
 ##@ Main
 
 .PHONY: demo
-demo: fleet-tools build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
+demo: fleet-tools tools-helm build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: test
@@ -47,13 +47,13 @@ test-fuzz: ## Fuzz the hub's decoder of agent reports briefly (FUZZTIME, default
 	go test -run '^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/clusterreport
 
 .PHONY: test-e2e
-test-e2e: fleet-tools tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
+test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
 	go test $(GO_TEST_FLAGS) -v -timeout 40m ./test/e2e -args -ginkgo.v -bin-dir=$(BIN_DIR)
 
 ##@ Fleet
 
 .PHONY: fleet-up
-fleet-up: fleet-tools build ## Start the fleet in the background; kubeconfigs in .fleet/
+fleet-up: fleet-tools tools-helm build ## Start the fleet in the background; kubeconfigs in .fleet/
 	$(BIN_DIR)/fleet up --detach --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: fleet-down

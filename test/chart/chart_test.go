@@ -199,7 +199,7 @@ func TestDefaults(t *testing.T) {
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
 		"--require-placement-binding=true", "--concurrency=4", "--agent-image=quay.io/ocm-gitops/argocd-pull-addon:latest",
-		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--v=2"} {
+		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
 		}

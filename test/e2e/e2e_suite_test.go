@@ -42,7 +42,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	bin, err := filepath.Abs(*binDir)
 	Expect(err).NotTo(HaveOccurred())
 	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "registration-operator", "addon", "argocd",
-		"clusteradm", "manager", "agent"} {
+		"clusteradm", "helm", "manager", "agent"} {
 		_, err := os.Stat(filepath.Join(bin, tool))
 		Expect(err).NotTo(HaveOccurred(), "missing %s in %s: run `make tools build`", tool, bin)
 	}
@@ -50,7 +50,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	theFleet, err = fleet.Start(ctx, fleet.Options{
 		Dir: *fleetDir, BinDir: bin, Clusters: managedClusters, ArgoCD: true, Modules: mods,
-		Addon: true, AddonManifest: "../../manifests/clustermanagementaddon.yaml",
+		Addon: true, Chart: "../../charts/argocd-pull-addon",
 		Progress: func(step string) { fmt.Fprintln(GinkgoWriter, step) },
 	})
 	Expect(err).NotTo(HaveOccurred())

@@ -145,8 +145,9 @@ var _ = Describe("The local fleet", Ordered, func() {
 	It("generates hub Applications from an OCM Placement through the ApplicationSet controller", func(ctx SpecContext) {
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
-		// The generator matches decisions to Argo CD cluster secrets by name. Without the
-		// addon, a user creates them; no credentials are needed for the pull model.
+		// The generator matches decisions to Argo CD cluster secrets by name. The addon keeps
+		// them for opted-in clusters; here no cluster opted in, so they are made by hand. The
+		// apps carry no pull label: this proves the hub's Argo CD, not the addon.
 		for _, name := range managedClusters {
 			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
 apiVersion: v1
@@ -181,7 +182,6 @@ spec:
   template:
     metadata:
       name: '{{name}}-smoke-app'
-      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
       annotations:
         apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
         argocd.argoproj.io/skip-reconcile: "true"
@@ -190,6 +190,13 @@ spec:
       source: {repoURL: `+theFleet.Git.URL()+`, targetRevision: main, path: guestbook}
       destination: {server: https://kubernetes.default.svc, namespace: guestbook}
 `))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "smoke-appset", metav1.DeleteOptions{})).To(Succeed())
+			for _, name := range managedClusters {
+				Expect(theFleet.Hub.Kube.CoreV1().Secrets(fleet.ArgoCDNamespace).Delete(ctx, "smoke-cluster-"+name, metav1.DeleteOptions{})).To(Succeed())
+			}
+		})
 		for _, name := range managedClusters {
 			eventually(ctx, func(ctx context.Context) (map[string]string, error) {
 				app, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, name+"-smoke-app", metav1.GetOptions{})

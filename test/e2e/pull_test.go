@@ -2,16 +2,21 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -150,6 +155,99 @@ spec:
 		for _, w := range list.Items {
 			Expect(w.Annotations[argoapp.AnnotationHubApplicationName]).NotTo(Equal(appName), "orphaned work %s", w.Name)
 		}
+	})
+
+	It("reports an ApplicationSet's pulled apps in its MulticlusterApplicationSetReport and on the hub Applications", func(ctx SpecContext) {
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		// The documented ApplicationSet (reference section 7), multi-source, on the fleet's git.
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: pull-appset}
+spec:
+  generators:
+  - clusterDecisionResource:
+      configMapRef: ocm-placement-generator
+      labelSelector:
+        matchLabels: {cluster.open-cluster-management.io/placement: pull-placement}
+      requeueAfterSeconds: 30
+  template:
+    metadata:
+      name: '{{name}}-pull-appset'
+      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
+      annotations:
+        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
+        apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
+        argocd.argoproj.io/skip-reconcile: "true"
+      finalizers: [resources-finalizer.argocd.argoproj.io]
+    spec:
+      project: default
+      sources:
+      - {repoURL: '`+theFleet.Git.URL()+`', targetRevision: main, path: guestbook}
+      destination: {server: https://kubernetes.default.svc, namespace: pull-appset}
+      syncPolicy:
+        automated: {}
+        syncOptions: [CreateNamespace=true]
+`))).To(Succeed())
+		head, err := theFleet.Git.Head()
+		Expect(err).NotTo(HaveOccurred())
+		hubApp := target.Name + "-pull-appset"
+
+		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
+		var report appsv1alpha1.MulticlusterApplicationSetReport
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &report); err != nil {
+				return "", err
+			}
+			for _, c := range report.Statuses.ClusterConditions {
+				if c.Cluster == target.Name {
+					return c.SyncStatus + "/" + c.HealthStatus + "/" + strings.Join(c.SyncRevisions, ","), nil
+				}
+			}
+			return "no entry for " + target.Name, nil
+		}).Should(Equal("Synced/Progressing/" + head))
+		Expect(report.Labels).To(HaveKeyWithValue("apps.open-cluster-management.io/hosting-applicationset", fleet.ArgoCDNamespace+".pull-appset"))
+		Expect(report.OwnerReferences).To(ContainElement(HaveField("Kind", "ApplicationSet")))
+		Expect(report.Statuses.ClusterConditions).To(ContainElement(HaveField("App",
+			HavePrefix(fleet.ArgoCDNamespace+"/"+hubApp+"/"+target.Name+"/"))))
+		Expect(report.Statuses.Resources).To(ContainElements(
+			appsv1alpha1.ResourceRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "guestbook-ui", Namespace: "pull-appset"},
+			appsv1alpha1.ResourceRef{APIVersion: "v1", Kind: "Service", Name: "guestbook-ui", Namespace: "pull-appset"}))
+		Expect(report.Statuses.Summary.Clusters).NotTo(BeEmpty())
+
+		By("the hub Application shows the spoke's status and resource tree")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			st, err := argoapp.DecodeStatus(u)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s/%s/%s/%d resources", st.Sync.Status, strings.Join(st.Sync.Revisions, ","), st.Health.Status, len(st.Resources)), nil
+		}).Should(Equal("Synced/" + head + "/Progressing/2 resources"))
+
+		By("deleting the ApplicationSet removes its apps, works and deployed resources, and the report")
+		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+		Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "pull-appset", metav1.DeleteOptions{})).To(Succeed())
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := target.Kube.AppsV1().Deployments("pull-appset").Get(ctx, "guestbook-ui", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "deployed resources pruned on the spoke")
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "hub Application gone")
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "report collected with its ApplicationSet")
 	})
 })
 

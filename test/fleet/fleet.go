@@ -39,12 +39,13 @@ type Options struct {
 	Clusters []string
 	// ArgoCD runs Argo CD on the hub and on every managed cluster.
 	ArgoCD bool
-	// Addon runs the argocd-pull addon-manager on the hub (bin/manager, with ManagerArgs
-	// added to its flags), installs the ClusterManagementAddOn from AddonManifest, and runs
-	// the agent Deployments the addon framework delivers to the managed clusters.
-	Addon         bool
-	ManagerArgs   []string
-	AddonManifest string
+	// Addon installs this project on the hub with `helm install` of Chart (HelmValues are
+	// passed as --set), and runs, as a kubelet would, the manager Deployment of the chart
+	// on the hub and the agent Deployments that the addon framework delivers to the
+	// managed clusters.
+	Addon      bool
+	Chart      string
+	HelmValues []string
 	// Modules locates the manifests the fleet installs.
 	Modules ModuleDirs
 	// Progress, when set, is told of each step as it completes.
@@ -190,7 +191,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 		if err := f.startAddon(ctx, opts); err != nil {
 			return nil, fmt.Errorf("argocd-pull addon: %w", err)
 		}
-		step("argocd-pull addon-manager running on the hub; agent Deployments run as processes")
+		step("argocd-pull-addon installed with helm; its manager and agent Deployments run as processes")
 	}
 	if err := f.writeState(); err != nil {
 		return nil, err
@@ -223,33 +224,42 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	return nil
 }
 
-// AgentLabelSelector selects the Deployments of the addon's agent on a managed cluster.
-const AgentLabelSelector = "app.kubernetes.io/part-of=argocd-pull"
+// AddonNamespace is where the fleet installs the addon's chart on the hub.
+const AddonReleaseNamespace = "argocd-pull-addon"
+
+// Label selectors of the Deployments the fleet runs as processes: the manager of the chart
+// on the hub, the agent on the managed clusters.
+const (
+	ManagerLabelSelector = "app.kubernetes.io/part-of=argocd-pull,app.kubernetes.io/component=manager"
+	AgentLabelSelector   = "app.kubernetes.io/part-of=argocd-pull,app.kubernetes.io/name=argocd-pull-agent"
+)
 
 func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
-	applier, err := NewApplier(f.Hub.Config)
-	if err != nil {
-		return err
-	}
-	if err := applier.ApplyFiles(ctx, "", opts.AddonManifest); err != nil {
-		return err
-	}
+	args := []string{"install", "argocd-pull-addon", opts.Chart, "--namespace", AddonReleaseNamespace, "--create-namespace",
+		"--kubeconfig", f.Hub.Kubeconfig, "--wait=false"}
+	// A Pod has its own network; these processes share the host's, so the manager's
+	// endpoints get free ports.
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--kubeconfig=" + f.Hub.Kubeconfig,
-		"--leader-election-namespace=" + hubNamespace,
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
-	}, opts.ManagerArgs...)
-	if _, err := f.sup.start(processSpec{Name: "hub-argocd-pull-manager", Path: filepath.Join(opts.BinDir, "manager"), Args: args}); err != nil {
-		return err
+	args = append(args, "--set", "metrics.port="+strconv.Itoa(ports[0]), "--set", "healthProbePort="+strconv.Itoa(ports[1]))
+	for _, v := range opts.HelmValues {
+		args = append(args, "--set", v)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(opts.BinDir, "helm"), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(f.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(f.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(f.Dir, "helm", "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
+	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector, pods: map[string]*runningPod{}}}
 	for _, mc := range f.Clusters {
-		r := &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector, pods: map[string]*runningPod{}}
+		runners = append(runners, &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector, pods: map[string]*runningPod{}})
+	}
+	for _, r := range runners {
 		f.runners.Add(1)
 		go func() {
 			defer f.runners.Done()

@@ -63,7 +63,7 @@ func (c *common) register(fs *flag.FlagSet, defaultDir string) {
 	fs.StringVar(&c.root, "root", ".", "the repository root (for hack/tools)")
 	fs.StringVar(&c.clusters, "clusters", "cluster1,cluster2", "comma-separated managed cluster names")
 	fs.BoolVar(&c.argocd, "argocd", true, "run Argo CD on the hub and the managed clusters")
-	fs.BoolVar(&c.addon, "addon", false, "run the argocd-pull addon-manager (bin/manager) and its agents (bin/agent)")
+	fs.BoolVar(&c.addon, "addon", true, "install argocd-pull-addon with helm and run its manager (bin/manager) and agents (bin/agent)")
 }
 
 func (c *common) start(ctx context.Context) (*fleet.Fleet, error) {
@@ -77,7 +77,7 @@ func (c *common) start(ctx context.Context) (*fleet.Fleet, error) {
 	}
 	return fleet.Start(ctx, fleet.Options{
 		Dir: c.dir, BinDir: bin, Clusters: strings.Split(c.clusters, ","), ArgoCD: c.argocd, Modules: mods,
-		Addon: c.addon, AddonManifest: filepath.Join(c.root, "manifests", "clustermanagementaddon.yaml"),
+		Addon: c.addon, Chart: filepath.Join(c.root, "charts", "argocd-pull-addon"),
 		Progress: func(step string) { fmt.Println(step) },
 	})
 }
