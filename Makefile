@@ -21,7 +21,7 @@ export KUBEBUILDER_ASSETS := $(BIN_DIR)
 ##@ Main
 
 .PHONY: demo
-demo: fleet-tools tools-helm build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
+demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: test

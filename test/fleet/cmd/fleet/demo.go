@@ -5,25 +5,75 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
-	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
-// demo brings the fleet up and shows it working: a ConfigMap and an Argo CD Application
-// delivered to every managed cluster by ManifestWork, and the Application synced there by
-// the cluster's own Argo CD, its status reported back to the hub as work feedback.
+// demoAppSet is the documented ApplicationSet (reference section 7), on the fleet's git.
+const demoAppSet = `
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default}
+spec: {clusterSet: default}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: guestbook-placement}
+spec:
+  clusterSets: [default]
+  predicates:
+  - requiredClusterSelector:
+      labelSelector:
+        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: guestbook-allclusters-app-set}
+spec:
+  generators:
+  - clusterDecisionResource:
+      configMapRef: ocm-placement-generator
+      labelSelector:
+        matchLabels: {cluster.open-cluster-management.io/placement: guestbook-placement}
+      requeueAfterSeconds: 30
+  template:
+    metadata:
+      name: '{{name}}-guestbook-app'
+      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
+      annotations:
+        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
+        apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
+        argocd.argoproj.io/skip-reconcile: "true"
+      finalizers: [resources-finalizer.argocd.argoproj.io]
+    spec:
+      project: default
+      sources:
+      - {repoURL: '%s', targetRevision: main, path: guestbook}
+      destination: {server: https://kubernetes.default.svc, namespace: guestbook}
+      syncPolicy:
+        automated: {}
+        syncOptions: [CreateNamespace=true]
+`
+
+// demo tells the pull-model story on the fleet: the addon installed with helm, enabled
+// per cluster with clusteradm, the documented ApplicationSet generating hub Applications,
+// the manager wrapping each in a ManifestWork, each cluster's Argo CD syncing it, the agents
+// reporting back, and the report and the hub Applications showing the result.
 func demo(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	var c common
@@ -31,87 +81,129 @@ func demo(args []string) error {
 	_ = fs.Parse(args)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	c.addon = true
 
-	fmt.Println("== Starting the local fleet: a hub and", c.clusters)
+	started := time.Now()
+	phase := func(format string, args ...any) {
+		fmt.Printf("\n== [%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+	}
+	phase("Starting the local fleet: a hub and %s, argocd-pull-addon installed with helm", c.clusters)
 	f, err := c.start(ctx)
 	if err != nil {
 		return err
 	}
 	defer f.Stop()
+	bin, err := filepath.Abs(c.bin)
+	if err != nil {
+		return err
+	}
+	hubDyn, err := dynamic.NewForConfig(f.Hub.Config)
+	if err != nil {
+		return err
+	}
 	works, err := workclient.NewForConfig(f.Hub.Config)
 	if err != nil {
 		return err
 	}
-
+	addons, err := addonclient.NewForConfig(f.Hub.Config)
+	if err != nil {
+		return err
+	}
+	var names []string
 	for _, mc := range f.Clusters {
-		fmt.Printf("\n== %s: a ManifestWork delivers a ConfigMap\n", mc.Name)
-		start := time.Now()
-		mw := fleet.ManifestWork("demo-configmap", mc.Name, fleet.DemoConfigMap("demo-configmap", "default"))
-		if _, err := works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := mc.Kube.CoreV1().ConfigMaps("default").Get(ctx, "demo-configmap", metav1.GetOptions{})
-			return err == nil, ignoreNotFound(err)
-		}); err != nil {
-			return fmt.Errorf("ConfigMap not delivered to %s: %w", mc.Name, err)
-		}
-		fmt.Printf("   ConfigMap default/demo-configmap exists on %s after %.1fs\n", mc.Name, time.Since(start).Seconds())
+		names = append(names, mc.Name)
 	}
 
+	phase("clusteradm addon enable --names argocd-pull --clusters %s", strings.Join(names, ","))
+	if out, err := run(bin, f.Hub.Kubeconfig, "clusteradm", "addon", "enable", "--names", clusterreport.DefaultAddonName,
+		"--clusters", strings.Join(names, ",")); err != nil {
+		return fmt.Errorf("clusteradm: %v: %s", err, out)
+	}
 	for _, mc := range f.Clusters {
-		fmt.Printf("\n== %s: a ManifestWork delivers an Argo CD Application; the cluster's Argo CD syncs it\n", mc.Name)
-		start := time.Now()
-		app := fleet.GuestbookApplication("guestbook", f.Git.URL())
-		mw := fleet.ManifestWork("demo-guestbook", mc.Name, app)
-		mw.Spec.ManifestConfigs = []workv1.ManifestConfigOption{fleet.ApplicationStatusFeedback(app)}
-		if _, err := works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		spokeApps, err := dynamic.NewForConfig(mc.Config)
-		if err != nil {
-			return err
-		}
-		var sync, health string
 		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
-			got, err := works.WorkV1().ManifestWorks(mc.Name).Get(ctx, "demo-guestbook", metav1.GetOptions{})
+			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(mc.Name).Get(ctx, clusterreport.DefaultAddonName, metav1.GetOptions{})
+			return err == nil && meta.IsStatusConditionTrue(mca.Status.Conditions, "Available"), nil
+		}); err != nil {
+			return fmt.Errorf("the addon on %s is not Available: %w", mc.Name, err)
+		}
+		fmt.Printf("   %s: the framework delivered the agent by ManifestWork; the agent runs and the addon is Available\n", mc.Name)
+	}
+
+	phase("Applying the documented ApplicationSet (placement generator, multi-source) to the hub")
+	applier, err := fleet.NewApplier(f.Hub.Config)
+	if err != nil {
+		return err
+	}
+	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fmt.Appendf(nil, demoAppSet, f.Git.URL())); err != nil {
+		return err
+	}
+	for _, mc := range f.Clusters {
+		app := mc.Name + "-guestbook-app"
+		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+			list, err := works.WorkV1().ManifestWorks(mc.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 			if err != nil {
 				return false, err
 			}
-			sync, _ = fleet.FeedbackValue(got, 0, "syncStatus")
-			health, _ = fleet.FeedbackValue(got, 0, "healthStatus")
-			return sync == "Synced", nil
+			for _, w := range list.Items {
+				if w.Annotations[argoapp.AnnotationHubApplicationName] == app {
+					fmt.Printf("   hub Application %s -> ManifestWork %s/%s\n", app, mc.Name, w.Name)
+					return true, nil
+				}
+			}
+			return false, nil
 		}); err != nil {
-			return fmt.Errorf("guestbook on %s not Synced (last feedback sync=%q health=%q): %w", mc.Name, sync, health, err)
+			return fmt.Errorf("no ManifestWork for %s: %w", app, err)
 		}
-		got, err := spokeApps.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, "guestbook", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		rev, _, _ := unstructured.NestedString(got.Object, "status", "sync", "revision")
-		fmt.Printf("   Application argocd/guestbook on %s: sync %s, health %s, revision %.12s (hub feedback after %.1fs)\n",
-			mc.Name, sync, health, rev, time.Since(start).Seconds())
-		deploy, err := mc.Kube.AppsV1().Deployments(fleet.GuestbookNamespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		fmt.Printf("   Deployment %s/%s deployed by Argo CD (no kubelet runs its Pods, so health stays Progressing)\n",
-			deploy.Namespace, deploy.Name)
 	}
 
-	fmt.Println("\n== The fleet works. It stays up until Ctrl-C.")
+	phase("Each cluster's Argo CD syncs its Application; the agents report back; the hub shows it")
+	for _, mc := range f.Clusters {
+		app := mc.Name + "-guestbook-app"
+		var last string
+		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			st, err := argoapp.DecodeStatus(u)
+			if err != nil {
+				return false, err
+			}
+			last = fmt.Sprintf("sync %s, health %s, %d resources", st.Sync.Status, st.Health.Status, len(st.Resources))
+			return st.Sync.Status == "Synced" && len(st.Resources) > 0, nil
+		}); err != nil {
+			return fmt.Errorf("hub Application %s (last: %s): %w", app, last, err)
+		}
+		fmt.Printf("   hub Application %s: %s (no kubelet runs Pods: health stays Progressing)\n", app, last)
+	}
+	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport",
+			"guestbook-allclusters-app-set", "-o", "jsonpath={.statuses.summary.synced}")
+		return err == nil && string(out) == fmt.Sprint(len(f.Clusters)), nil
+	}); err != nil {
+		return fmt.Errorf("the report does not count every cluster synced: %w", err)
+	}
+
+	phase("kubectl get appsetreport -n argocd -o yaml")
+	out, _ := run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport", "-o", "yaml")
+	fmt.Print(string(out))
+	phase("kubectl get appsetreport,applications -n argocd")
+	out, _ = run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport,applications")
+	fmt.Print(string(out))
+
+	phase("The pull model works. The fleet stays up until Ctrl-C.")
 	printAccess(f)
-	fmt.Println("Try: kubectl --kubeconfig", f.Hub.Kubeconfig, "get manifestworks -A")
+	fmt.Println("Try: kubectl --kubeconfig", f.Hub.Kubeconfig, "-n argocd get application <cluster>-guestbook-app -o yaml")
 	return waitForSignal(ctx, f)
+}
+
+// run runs a tool of bin against the kubeconfig and returns its combined output.
+func run(bin, kubeconfig, tool string, args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(bin, tool), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	return cmd.CombinedOutput()
 }
 
 func poll(ctx context.Context, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
 	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, cond)
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil
-	}
-	return err
 }
