@@ -165,6 +165,8 @@ type decoded struct {
 	resourceVersion string
 	apps            []clusterreport.App
 	err             error
+	// errClaimed is true once ClaimError returned err.
+	errClaimed bool
 }
 
 // NewReports returns an empty decoder cache.
@@ -174,20 +176,48 @@ func NewReports() *Reports {
 
 // Get returns the apps of the addon's report, and the error of its decoding (the apps
 // that decoded are returned all the same). first is true when this call decoded this
-// version of the addon: the caller that sees it reports the error.
+// version of the addon. It does not tell who records the error: any reader (the status
+// mirror, a reconcile) may decode a version first; the one that records it uses
+// ClaimError.
 func (r *Reports) Get(addon *addonv1beta1.ManagedClusterAddOn) (apps []clusterreport.App, err error, first bool) {
 	if addon == nil {
 		return nil, nil, false
 	}
-	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	e, first := r.decodeLocked(addon)
+	return e.apps, e.err, first
+}
+
+// ClaimError returns the error of decoding the addon's current version, to the first
+// caller of ClaimError for that version only, whoever called Get before; nil otherwise.
+// The caller records it (an Event), so that each invalid version is recorded once.
+func (r *Reports) ClaimError(addon *addonv1beta1.ManagedClusterAddOn) error {
+	if addon == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, _ := r.decodeLocked(addon)
+	if e.err == nil || e.errClaimed {
+		return nil
+	}
+	e.errClaimed = true
+	r.entries[types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}] = e
+	return e.err
+}
+
+// decodeLocked returns the decoded version of addon, decoding it when it is not the one
+// kept; decodedNow says it was. r.mu is held.
+func (r *Reports) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decoded, decodedNow bool) {
+	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	if e, ok := r.entries[key]; ok && e.resourceVersion == addon.ResourceVersion {
-		return e.apps, e.err, false
+		return e, false
 	}
 	report, err := clusterreport.Decode(addon.Status.Conditions)
-	r.entries[key] = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err}
-	return report.Apps, err, true
+	e = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err}
+	r.entries[key] = e
+	return e, true
 }
 
 // Forget drops a deleted addon's report.

@@ -389,8 +389,8 @@ func (r *reconciler) addon(o client.Object) (*addonv1beta1.ManagedClusterAddOn, 
 
 // checkReport decodes a new version of the agent's report, and records what it rejects.
 func (r *reconciler) checkReport(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) {
-	_, err, first := r.opts.Reports.Get(addon)
-	if err == nil || !first {
+	err := r.opts.Reports.ClaimError(addon)
+	if err == nil {
 		return
 	}
 	var rejected []string
