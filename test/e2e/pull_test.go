@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
@@ -57,22 +58,7 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 		// The tenant gate: the app's namespace places onto clusters where the addon is available.
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata: {name: default}
-spec: {clusterSet: default}
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata: {name: pull-placement}
-spec:
-  clusterSets: [default]
-  predicates:
-  - requiredClusterSelector:
-      labelSelector:
-        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
-`))).To(Succeed())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML("pull-placement"))).To(Succeed())
 	})
 
 	It("wraps the hub Application in a ManifestWork that the cluster's Argo CD syncs", func(ctx SpecContext) {
@@ -136,6 +122,108 @@ spec:
 		Expect(work.Annotations).To(HaveKeyWithValue(argoapp.AnnotationHubApplicationName, appName))
 	})
 
+	It("brings a new git revision to the spoke and back to the hub when the hub asks for a refresh", func(ctx SpecContext) {
+		newRev, err := theFleet.Git.Commit("guestbook: two replicas", map[string]string{
+			"guestbook/deployment.yaml": strings.Replace(fleet.GuestbookDeployment, "replicas: 1", "replicas: 2", 1),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		refresh := fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, argoapp.AnnotationRefresh)
+		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, appName, types.MergePatchType, []byte(refresh), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			st, err := argoapp.DecodeStatus(u)
+			if err != nil {
+				return "", err
+			}
+			_, pending := u.GetAnnotations()[argoapp.AnnotationRefresh]
+			return fmt.Sprintf("%s/%s refresh pending=%v", st.Sync.Status, st.Sync.Revision, pending), nil
+		}).Should(Equal("Synced/"+newRev+" refresh pending=false"), "the hub app shows the new revision, and the delivered refresh is cleared")
+		eventually(ctx, func(ctx context.Context) (int32, error) {
+			d, err := target.Kube.AppsV1().Deployments(appNS).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+			if err != nil {
+				return 0, err
+			}
+			return *d.Spec.Replicas, nil
+		}).Should(BeEquivalentTo(2))
+		app, found, err := reportedApp(ctx, addons, target.Name, appName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue())
+		Expect(app.Sync.Revision).To(Equal(newRev))
+	})
+
+	It("shows a forbidden sync's error on the hub Application and in the agent's report", func(ctx SpecContext) {
+		const forbidden = "pull-forbidden"
+		// The spoke's Argo CD may write only where it runs apps; a namespace without a grant
+		// fails to sync, as on clusters set up with namespaced RBAC.
+		rbac := target.Kube.RbacV1()
+		crb, err := rbac.ClusterRoleBindings().Get(ctx, "argocd-application-controller", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rbac.ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			crb.ResourceVersion = ""
+			_, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		})
+		applier, err := fleet.NewApplier(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, "", []byte(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: `+forbidden+`}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-argocd-read-only}
+rules:
+- {apiGroups: ['*'], resources: ['*'], verbs: [get, list, watch]}
+- {nonResourceURLs: ['*'], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-argocd-read-only}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-argocd-read-only}
+subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace: argocd}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-argocd-admin, namespace: argocd}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: argocd-application-controller}
+subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace: argocd}]
+`))).To(Succeed())
+
+		app := fleet.GuestbookApplication(forbidden, theFleet.Git.URL())
+		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
+		Expect(unstructured.SetNestedField(app.Object, forbidden, "spec", "destination", "namespace")).To(Succeed())
+		// Fail fast: Argo CD records SyncError once the automated sync gave up retrying.
+		Expect(unstructured.SetNestedMap(app.Object, map[string]any{"limit": int64(1),
+			"backoff": map[string]any{"duration": "1s", "factor": int64(1), "maxDuration": "1s"}}, "spec", "syncPolicy", "retry")).To(Succeed())
+		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, forbidden, metav1.DeleteOptions{})).To(Succeed())
+		})
+
+		wantError := ContainSubstring(`is forbidden: User "system:serviceaccount:argocd:argocd-application-controller" cannot`)
+		eventually(ctx, func(ctx context.Context) ([]argoapp.Condition, error) {
+			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, forbidden, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			st, err := argoapp.DecodeStatus(u)
+			return st.Conditions, err
+		}).Should(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))), "the hub app shows the spoke's SyncError")
+		reported, found, err := reportedApp(ctx, addons, target.Name, forbidden)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue())
+		Expect(reported.Conditions).To(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))))
+	})
+
 	It("removes the work, the spoke Application and its resources when the hub Application is deleted", func(ctx SpecContext) {
 		Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appName, metav1.DeleteOptions{})).To(Succeed())
 		eventually(ctx, func(ctx context.Context) bool {
@@ -161,35 +249,8 @@ spec:
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		// The documented ApplicationSet (reference section 7), multi-source, on the fleet's git.
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
-apiVersion: argoproj.io/v1alpha1
-kind: ApplicationSet
-metadata: {name: pull-appset}
-spec:
-  generators:
-  - clusterDecisionResource:
-      configMapRef: ocm-placement-generator
-      labelSelector:
-        matchLabels: {cluster.open-cluster-management.io/placement: pull-placement}
-      requeueAfterSeconds: 30
-  template:
-    metadata:
-      name: '{{name}}-pull-appset'
-      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
-      annotations:
-        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
-        apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
-        argocd.argoproj.io/skip-reconcile: "true"
-      finalizers: [resources-finalizer.argocd.argoproj.io]
-    spec:
-      project: default
-      sources:
-      - {repoURL: '`+theFleet.Git.URL()+`', targetRevision: main, path: guestbook}
-      destination: {server: https://kubernetes.default.svc, namespace: pull-appset}
-      syncPolicy:
-        automated: {}
-        syncOptions: [CreateNamespace=true]
-`))).To(Succeed())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
+			fleet.GuestbookApplicationSetYAML("pull-appset", "pull-appset", "pull-placement", theFleet.Git.URL(), "pull-appset"))).To(Succeed())
 		head, err := theFleet.Git.Head()
 		Expect(err).NotTo(HaveOccurred())
 		hubApp := target.Name + "-pull-appset"

@@ -11,10 +11,9 @@ import (
 // GuestbookPath is the folder of the guestbook app inside the fleet's git repository.
 const GuestbookPath = "guestbook"
 
-// guestbookFiles is a small guestbook-like app: a Deployment and a Service. No kubelet
-// runs its Pods, so Argo CD reports the Deployment as Progressing.
-var guestbookFiles = map[string]string{
-	"guestbook/deployment.yaml": `apiVersion: apps/v1
+// GuestbookDeployment is the guestbook's Deployment as committed first. No kubelet runs its
+// Pods, so Argo CD reports it as Progressing.
+const GuestbookDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: guestbook-ui
@@ -32,7 +31,11 @@ spec:
         image: gcr.io/heptio-images/ks-guestbook-demo:0.2
         ports:
         - containerPort: 80
-`,
+`
+
+// guestbookFiles is a small guestbook-like app: a Deployment and a Service.
+var guestbookFiles = map[string]string{
+	"guestbook/deployment.yaml": GuestbookDeployment,
 	"guestbook/service.yaml": `apiVersion: v1
 kind: Service
 metadata:

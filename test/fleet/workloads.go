@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -81,4 +83,62 @@ func FeedbackValue(mw *workv1.ManifestWork, ordinal int32, name string) (string,
 		}
 	}
 	return "", false
+}
+
+// AddonPlacementYAML binds the default ManagedClusterSet to a namespace and places, as
+// name, onto the clusters where the argocd-pull addon is available: the tenant binding
+// that the addon's gate checks.
+func AddonPlacementYAML(name string) []byte {
+	return fmt.Appendf(nil, `
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: default}
+spec: {clusterSet: default}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: %s}
+spec:
+  clusterSets: [default]
+  predicates:
+  - requiredClusterSelector:
+      labelSelector:
+        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
+`, name)
+}
+
+// GuestbookApplicationSetYAML is the documented pull-model ApplicationSet (reference
+// section 7): the OCM placement generator over placement, the template's pull label and
+// annotations, multi-source, with the resources finalizer, deploying the guestbook of
+// repoURL to namespace. Its Applications are called <cluster>-<app>.
+func GuestbookApplicationSetYAML(name, app, placement, repoURL, namespace string) []byte {
+	return fmt.Appendf(nil, `
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: %[1]s}
+spec:
+  generators:
+  - clusterDecisionResource:
+      configMapRef: ocm-placement-generator
+      labelSelector:
+        matchLabels: {cluster.open-cluster-management.io/placement: %[2]s}
+      requeueAfterSeconds: 30
+  template:
+    metadata:
+      name: '{{name}}-%[5]s'
+      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
+      annotations:
+        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
+        apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
+        argocd.argoproj.io/skip-reconcile: "true"
+      finalizers: [resources-finalizer.argocd.argoproj.io]
+    spec:
+      project: default
+      sources:
+      - {repoURL: '%[3]s', targetRevision: main, path: guestbook}
+      destination: {server: https://kubernetes.default.svc, namespace: %[4]s}
+      syncPolicy:
+        automated: {}
+        syncOptions: [CreateNamespace=true]
+`, name, placement, repoURL, namespace, app)
 }

@@ -24,51 +24,11 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
-// demoAppSet is the documented ApplicationSet (reference section 7), on the fleet's git.
-const demoAppSet = `
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata: {name: default}
-spec: {clusterSet: default}
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata: {name: guestbook-placement}
-spec:
-  clusterSets: [default]
-  predicates:
-  - requiredClusterSelector:
-      labelSelector:
-        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
----
-apiVersion: argoproj.io/v1alpha1
-kind: ApplicationSet
-metadata: {name: guestbook-allclusters-app-set}
-spec:
-  generators:
-  - clusterDecisionResource:
-      configMapRef: ocm-placement-generator
-      labelSelector:
-        matchLabels: {cluster.open-cluster-management.io/placement: guestbook-placement}
-      requeueAfterSeconds: 30
-  template:
-    metadata:
-      name: '{{name}}-guestbook-app'
-      labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
-      annotations:
-        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
-        apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
-        argocd.argoproj.io/skip-reconcile: "true"
-      finalizers: [resources-finalizer.argocd.argoproj.io]
-    spec:
-      project: default
-      sources:
-      - {repoURL: '%s', targetRevision: main, path: guestbook}
-      destination: {server: https://kubernetes.default.svc, namespace: guestbook}
-      syncPolicy:
-        automated: {}
-        syncOptions: [CreateNamespace=true]
-`
+// The documented ApplicationSet and its Applications, <cluster>-guestbook-app.
+const (
+	demoAppSet = "guestbook-allclusters-app-set"
+	demoApp    = "guestbook-app"
+)
 
 // demo tells the pull-model story on the fleet: the addon installed with helm, enabled
 // per cluster with clusteradm, the documented ApplicationSet generating hub Applications,
@@ -134,11 +94,15 @@ func demo(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fmt.Appendf(nil, demoAppSet, f.Git.URL())); err != nil {
+	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML("guestbook-placement")); err != nil {
+		return err
+	}
+	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.GuestbookApplicationSetYAML(
+		demoAppSet, demoApp, "guestbook-placement", f.Git.URL(), fleet.GuestbookNamespace)); err != nil {
 		return err
 	}
 	for _, mc := range f.Clusters {
-		app := mc.Name + "-guestbook-app"
+		app := mc.Name + "-" + demoApp
 		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
 			list, err := works.WorkV1().ManifestWorks(mc.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 			if err != nil {
@@ -158,7 +122,7 @@ func demo(args []string) error {
 
 	phase("Each cluster's Argo CD syncs its Application; the agents report back; the hub shows it")
 	for _, mc := range f.Clusters {
-		app := mc.Name + "-guestbook-app"
+		app := mc.Name + "-" + demoApp
 		var last string
 		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
 			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
@@ -178,7 +142,7 @@ func demo(args []string) error {
 	}
 	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		out, err := run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport",
-			"guestbook-allclusters-app-set", "-o", "jsonpath={.statuses.summary.synced}")
+			demoAppSet, "-o", "jsonpath={.statuses.summary.synced}")
 		return err == nil && string(out) == fmt.Sprint(len(f.Clusters)), nil
 	}); err != nil {
 		return fmt.Errorf("the report does not count every cluster synced: %w", err)
@@ -193,7 +157,7 @@ func demo(args []string) error {
 
 	phase("The pull model works. The fleet stays up until Ctrl-C.")
 	printAccess(f)
-	fmt.Println("Try: kubectl --kubeconfig", f.Hub.Kubeconfig, "-n argocd get application <cluster>-guestbook-app -o yaml")
+	fmt.Println("Try: kubectl --kubeconfig", f.Hub.Kubeconfig, "-n argocd get application <cluster>-"+demoApp, "-o yaml")
 	return waitForSignal(ctx, f)
 }
 
