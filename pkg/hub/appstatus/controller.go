@@ -254,12 +254,12 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			if a, ok := named(e.Object); ok {
-				r.enqueueCluster(ctx, a.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			if a, ok := named(e.Object); ok {
-				r.enqueueCluster(ctx, a.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
@@ -269,31 +269,18 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 				return
 			}
 			if observed.AvailabilityChanged(old.Status.Conditions, a.Status.Conditions) {
-				r.enqueueCluster(ctx, a.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 				return
 			}
 			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, a.Status.Conditions) {
 				app, err := clusterreport.DecodeApp(c)
 				if err != nil {
-					r.enqueueCluster(ctx, a.Namespace, q)
+					observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 					return
 				}
 				r.enqueueApp(ctx, a.Namespace, app, q)
 			}
 		},
-	}
-}
-
-func (r *reconciler) enqueueCluster(ctx context.Context, cluster string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.InNamespace(cluster)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list the ManifestWorks of a cluster", "cluster", cluster)
-		return
-	}
-	for i := range works.Items {
-		for _, req := range mapWork(ctx, &works.Items[i]) {
-			q.Add(req)
-		}
 	}
 }
 

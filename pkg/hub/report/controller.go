@@ -350,13 +350,13 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			if addon, ok := r.addon(e.Object); ok {
 				r.checkReport(ctx, addon)
-				r.enqueueCluster(ctx, addon.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			if addon, ok := r.addon(e.Object); ok {
 				r.opts.Reports.Forget(addon.Namespace, addon.Name)
-				r.enqueueCluster(ctx, addon.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
@@ -367,13 +367,13 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 			}
 			r.checkReport(ctx, addon)
 			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) {
-				r.enqueueCluster(ctx, addon.Namespace, q)
+				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 				return
 			}
 			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, addon.Status.Conditions) {
 				app, err := clusterreport.DecodeApp(c)
 				if err != nil {
-					r.enqueueCluster(ctx, addon.Namespace, q) // cannot tell whose: all of them
+					observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q) // cannot tell whose: all of them
 					return
 				}
 				r.enqueueApp(ctx, addon.Namespace, app, q)
@@ -417,20 +417,6 @@ func flatten(err error) []error {
 		return out
 	}
 	return []error{err}
-}
-
-// enqueueCluster enqueues the reports of every ApplicationSet work on the cluster.
-func (r *reconciler) enqueueCluster(ctx context.Context, cluster string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.InNamespace(cluster)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list the ManifestWorks of a cluster", "cluster", cluster)
-		return
-	}
-	for i := range works.Items {
-		for _, req := range mapWork(ctx, &works.Items[i]) {
-			q.Add(req)
-		}
-	}
 }
 
 // enqueueApp enqueues the report of one app of the agent's report: through its
