@@ -90,6 +90,14 @@ func acceptCluster(ctx context.Context, sup *supervisor, hub *ControlPlane, name
 		if err := sup.failed(); err != nil {
 			return false, err
 		}
+		// As `clusteradm accept` does, act only once the agent created its ManagedCluster:
+		// approving the CSR earlier ends the agent's bootstrap phase, which can cancel the
+		// creation, and the agent never retries it.
+		mc, err := clusters.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			state = "waiting for the ManagedCluster to be created"
+			return false, nil
+		}
 		csrs, err := hub.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{LabelSelector: clusterNameLabel + "=" + name})
 		if err != nil {
 			return false, nil
@@ -99,11 +107,6 @@ func acceptCluster(ctx context.Context, sup *supervisor, hub *ControlPlane, name
 				state = err.Error()
 				return false, nil
 			}
-		}
-		mc, err := clusters.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			state = "waiting for the ManagedCluster to be created"
-			return false, nil
 		}
 		if !mc.Spec.HubAcceptsClient || mc.Labels[clusterSetLabel] == "" {
 			mc.Spec.HubAcceptsClient = true
