@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,7 +96,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	r := &reconciler{client: c, opts: opts, progressingSince: map[types.NamespacedName]time.Time{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(newApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
+		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork), builder.WithPredicates(workChanged)).
 		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
@@ -124,7 +123,7 @@ func (r *reconciler) isCandidate(o client.Object) bool {
 
 // Reconcile mirrors the status of one pulled hub Application.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	app := newApplication()
+	app := argoapp.NewApplication()
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -234,12 +233,7 @@ func mapWork(_ context.Context, work client.Object) []reconcile.Request {
 }
 
 var workChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*workv1.ManifestWork)
-		n, ok2 := e.ObjectNew.(*workv1.ManifestWork)
-		return !ok1 || !ok2 || observed.FeedbackOf(o) != observed.FeedbackOf(n) ||
-			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
-	},
+	UpdateFunc: func(e event.UpdateEvent) bool { return observed.WorkObservationChanged(e.ObjectOld, e.ObjectNew) },
 }
 
 // addonHandler enqueues the hub Applications whose entries of the agent's report
@@ -299,10 +293,4 @@ func (r *reconciler) enqueueApp(ctx context.Context, cluster string, app cluster
 	for _, req := range mapWork(ctx, work) {
 		q.Add(req)
 	}
-}
-
-func newApplication() *unstructured.Unstructured {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	return app
 }

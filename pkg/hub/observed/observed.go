@@ -12,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -297,4 +299,13 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// WorkObservationChanged reports whether an update of a ManifestWork changes what the
+// report and the status mirror read of it: its feedback or its annotations (the hub
+// back-pointers). An object that is not a work counts as changed.
+func WorkObservationChanged(oldObj, newObj client.Object) bool {
+	o, ok1 := oldObj.(*workv1.ManifestWork)
+	n, ok2 := newObj.(*workv1.ManifestWork)
+	return !ok1 || !ok2 || FeedbackOf(o) != FeedbackOf(n) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
 }

@@ -66,7 +66,7 @@ func (r *reconciler) patchApplication(ctx context.Context, app *unstructured.Uns
 	reread := false
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
-			fresh := newApplication()
+			fresh := argoapp.NewApplication()
 			if err := r.apiReader.Get(ctx, key, fresh); err != nil {
 				return err
 			}

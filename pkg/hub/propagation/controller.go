@@ -159,8 +159,8 @@ func CacheByObject(opts Options) map[client.Object]cache.ByObject {
 	byName := fields.OneTermEqualSelector("metadata.name", opts.AddonName)
 	pulled, _ := labels.NewRequirement(argoapp.LabelPullToOCMManagedCluster, selection.Exists, nil)
 	return map[client.Object]cache.ByObject{
-		newApplication():                       applications,
-		newAppProject():                        {Namespaces: map[string]cache.Config{opts.ArgoCDNamespace: {}}},
+		argoapp.NewApplication():               applications,
+		argoapp.NewAppProject():                {Namespaces: map[string]cache.Config{opts.ArgoCDNamespace: {}}},
 		&addonv1beta1.ManagedClusterAddOn{}:    {Field: byName},
 		&addonv1beta1.ClusterManagementAddOn{}: {Field: byName},
 		&workv1.ManifestWork{}:                 {Label: labels.NewSelector().Add(*pulled)},
@@ -199,7 +199,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	sweeps := make(chan event.TypedGenericEvent[types.NamespacedName])
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(newApplication(), builder.WithPredicates(inNamespaces(opts), applicationChanged)).
+		For(argoapp.NewApplication(), builder.WithPredicates(inNamespaces(opts), applicationChanged)).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWorkToApplication),
 			builder.WithPredicates(workChanged)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.mapClusterToApplications),
@@ -208,7 +208,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 			builder.WithPredicates(named(opts.AddonName), existenceChanged)).
 		Watches(&addonv1beta1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.mapPauseToApplications),
 			builder.WithPredicates(named(opts.AddonName), pauseChanged)).
-		Watches(newAppProject(), handler.EnqueueRequestsFromMapFunc(r.mapProjectToApplications),
+		Watches(argoapp.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.mapProjectToApplications),
 			builder.WithPredicates(inNamespace(opts.ArgoCDNamespace), contentChanged)).
 		WatchesRawSource(source.Channel(sweeps, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, key types.NamespacedName) []reconcile.Request {
@@ -243,20 +243,6 @@ func cachedClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	return c, nil
 }
 
-// newApplication returns an empty Argo CD Application to read into.
-func newApplication() *unstructured.Unstructured {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	return app
-}
-
-// newAppProject returns an empty Argo CD AppProject to read into.
-func newAppProject() *unstructured.Unstructured {
-	project := &unstructured.Unstructured{}
-	project.SetGroupVersionKind(argoapp.AppProjectGVK)
-	return project
-}
-
 // Cache indexes.
 const (
 	// indexWorkByApplication indexes the pulled ManifestWorks by "<namespace>/<name>" of
@@ -280,13 +266,13 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return nil
 		}},
-		{newApplication(), indexApplicationByCluster, func(obj client.Object) []string {
+		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
 			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
 				return []string{cluster}
 			}
 			return nil
 		}},
-		{newApplication(), indexApplicationByProject, func(obj client.Object) []string {
+		{argoapp.NewApplication(), indexApplicationByProject, func(obj client.Object) []string {
 			app, ok := obj.(*unstructured.Unstructured)
 			if !ok {
 				return nil

@@ -101,7 +101,7 @@ func TestEnvtestWatchNamespaces(t *testing.T) {
 			return w.Annotations[argoapp.AnnotationHubApplicationNamespace] != other
 		})
 	}).Should(gomega.BeEmpty(), "an application outside the watched namespaces was pulled")
-	outsideApp := newApplication()
+	outsideApp := argoapp.NewApplication()
 	g.Expect(f.c.Get(f.ctx, client.ObjectKeyFromObject(outside), outsideApp)).To(gomega.Succeed())
 	g.Expect(outsideApp.GetFinalizers()).To(gomega.BeEmpty())
 }
@@ -737,7 +737,7 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 	f := newFixture(t, nil)
 	g := f.g
 	cluster := f.readyCluster("east")
-	project := newAppProject()
+	project := argoapp.NewAppProject()
 	project.SetNamespace(f.opts.ArgoCDNamespace)
 	project.SetName("team-a")
 	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}}
@@ -760,7 +760,7 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 	g.Eventually(projectRepos).Should(gomega.Equal([]any{"*"}))
 
 	g.Eventually(func() error {
-		current := newAppProject()
+		current := argoapp.NewAppProject()
 		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(project), current); err != nil {
 			return err
 		}

@@ -103,7 +103,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	app := newApplication()
+	app := argoapp.NewApplication()
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, r.cleanUpAfterDeletion(ctx, req.NamespacedName, works, paused)
@@ -315,7 +315,7 @@ func (r *reconciler) cleanUpAfterDeletion(ctx context.Context, key types.Namespa
 	}
 	log := ctrl.LoggerFrom(ctx)
 	// Never delete on a cache miss alone.
-	if err := r.apiReader.Get(ctx, key, newApplication()); err == nil {
+	if err := r.apiReader.Get(ctx, key, argoapp.NewApplication()); err == nil {
 		return nil // the cache lags; its event will come
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("confirm that application %s is gone: %w", key, err)
@@ -369,7 +369,7 @@ func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstruc
 	if project == "" || project == argoapp.DefaultProject {
 		return nil, nil
 	}
-	appProject := newAppProject()
+	appProject := argoapp.NewAppProject()
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: project}, appProject)
 	if apierrors.IsNotFound(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("the hub has no AppProject of the application; the managed cluster must have it",

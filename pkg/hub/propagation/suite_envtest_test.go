@@ -309,7 +309,7 @@ func (f *fixture) readyCluster(short string) string {
 // application returns a pulled Application of the test's namespace that targets
 // cluster, the way the documented ApplicationSet template writes it.
 func (f *fixture) application(name, cluster string) *unstructured.Unstructured {
-	app := newApplication()
+	app := argoapp.NewApplication()
 	app.SetNamespace(f.ns)
 	app.SetName(name)
 	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
@@ -334,7 +334,7 @@ func (f *fixture) create(obj client.Object) {
 // does not exist.
 func (f *fixture) getApp(name string) *unstructured.Unstructured {
 	f.t.Helper()
-	app := newApplication()
+	app := argoapp.NewApplication()
 	err := f.c.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: name}, app)
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -72,7 +72,7 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 		if !r.opts.watches(key.Namespace) {
 			continue
 		}
-		app := newApplication()
+		app := argoapp.NewApplication()
 		err := r.client.Get(ctx, key, app)
 		switch {
 		case apierrors.IsNotFound(err):

@@ -94,7 +94,7 @@ func CacheByObject(opts Options) map[client.Object]cache.ByObject {
 	for _, ns := range opts.WatchNamespaces {
 		byNamespace.Namespaces[ns] = cache.Config{}
 	}
-	return map[client.Object]cache.ByObject{newApplicationSet(): byNamespace}
+	return map[client.Object]cache.ByObject{argoapp.NewApplicationSet(): byNamespace}
 }
 
 // Cache indexes of this controller.
@@ -123,7 +123,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	}); err != nil {
 		return fmt.Errorf("index ManifestWorks by ApplicationSet: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, newApplication(), indexByApplicationSet, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, argoapp.NewApplication(), indexByApplicationSet, func(o client.Object) []string {
 		if key, ok := applicationSetOf(o); ok {
 			return []string{key.String()}
 		}
@@ -144,10 +144,10 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(newApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
+		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
 		Watches(&appsv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(newApplication(), handler.EnqueueRequestsFromMapFunc(mapApplication),
+		Watches(argoapp.NewApplication(), handler.EnqueueRequestsFromMapFunc(mapApplication),
 			builder.WithPredicates(applicationMembershipChanged)).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
 			builder.WithPredicates(workChanged)).
@@ -172,7 +172,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
-	appSet := newApplicationSet()
+	appSet := argoapp.NewApplicationSet()
 	if err := r.client.Get(ctx, req.NamespacedName, appSet); err != nil {
 		// Gone: the garbage collector deletes the report through its ownerReference.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -234,7 +234,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
 // feedback and agent report.
 func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) ([]ClusterApp, error) {
-	apps := newApplicationList()
+	apps := argoapp.NewApplicationList()
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
 		client.MatchingFields{indexByApplicationSet: appSet.String()}); err != nil {
 		return nil, fmt.Errorf("list the Applications of %s: %w", appSet, err)
@@ -468,31 +468,10 @@ var workChanged = predicate.Funcs{
 		if !isApplicationSetWork(e.ObjectOld) && !isApplicationSetWork(e.ObjectNew) {
 			return false
 		}
-		o, ok1 := e.ObjectOld.(*workv1.ManifestWork)
-		n, ok2 := e.ObjectNew.(*workv1.ManifestWork)
-		return !ok1 || !ok2 || observed.FeedbackOf(o) != observed.FeedbackOf(n) ||
-			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
+		return observed.WorkObservationChanged(e.ObjectOld, e.ObjectNew)
 	},
 }
 
 func isApplicationSetWork(o client.Object) bool {
 	return o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet] != ""
-}
-
-func newApplication() *unstructured.Unstructured {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	return app
-}
-
-func newApplicationList() *unstructured.UnstructuredList {
-	apps := &unstructured.UnstructuredList{}
-	apps.SetGroupVersionKind(argoapp.GroupVersion.WithKind(argoapp.KindApplication + "List"))
-	return apps
-}
-
-func newApplicationSet() *unstructured.Unstructured {
-	appSet := &unstructured.Unstructured{}
-	appSet.SetGroupVersionKind(argoapp.ApplicationSetGVK)
-	return appSet
 }
