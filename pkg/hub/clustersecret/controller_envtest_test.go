@@ -4,21 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -32,26 +28,10 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
-var (
-	envOnce  sync.Once
-	env      *testenv.Env
-	envError error
-)
+// shared is the package's apiserver, started by the first envtest test.
+var shared testenv.Shared
 
-func TestMain(m *testing.M) {
-	if os.Getenv("TEST_LOG") != "" {
-		ctrl.SetLogger(klog.NewKlogr())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop envtest:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 // fixture is one test's manager; its addon name and Argo CD namespace are its own.
 type fixture struct {
@@ -66,13 +46,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("envtest: skipped in -short mode")
-	}
-	envOnce.Do(func() { env, envError = testenv.New() })
-	if envError != nil {
-		t.Fatalf("start envtest: %v", envError)
-	}
+	env := shared.Get(t)
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)

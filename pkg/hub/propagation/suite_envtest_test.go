@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -45,41 +43,13 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
-// The apiserver starts on the first envtest test, so that the unit tests of the
-// package run without it.
-var (
-	envOnce  sync.Once
-	env      *testenv.Env
-	envError error
-)
+// shared is the package's apiserver, started by the first envtest test.
+var shared testenv.Shared
 
-func TestMain(m *testing.M) {
-	if os.Getenv("TEST_LOG") != "" {
-		ctrl.SetLogger(klog.NewKlogr())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop envtest:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
-// startEnv returns the package's apiserver, starting it on first use.
-func startEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("envtest: skipped in -short mode")
-	}
-	envOnce.Do(func() { env, envError = testenv.New() })
-	if envError != nil {
-		t.Fatalf("start envtest: %v", envError)
-	}
-	return env
-}
+// startEnv returns the package's apiserver.
+func startEnv(t *testing.T) *testenv.Env { return shared.Get(t) }
 
 const (
 	eventually   = 20 * time.Second
