@@ -45,6 +45,22 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the reason.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// DecodeErrors returns the *DecodeError values that an error of Decode joins, in order.
+func DecodeErrors(err error) []*DecodeError {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []*DecodeError
+		for _, e := range joined.Unwrap() {
+			out = append(out, DecodeErrors(e)...)
+		}
+		return out
+	}
+	var de *DecodeError
+	if errors.As(err, &de) {
+		return []*DecodeError{de}
+	}
+	return nil
+}
+
 // Decode reads the report out of the conditions of a ManagedClusterAddOn. It ignores the
 // conditions the agent does not own (see IsAgentCondition) and the summary.
 //

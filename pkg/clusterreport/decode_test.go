@@ -101,6 +101,16 @@ func TestDecodeKeepsGoodEntries(t *testing.T) {
 	if strings.Contains(fmt.Sprint(err), "Available") {
 		t.Errorf("error %v mentions a condition the agent does not own", err)
 	}
+	var types []string
+	for _, de := range DecodeErrors(err) {
+		types = append(types, de.ConditionType)
+	}
+	if want := []string{AppConditionType("argocd", "web"), AppConditionPrefix + "argocd.broken"}; !reflect.DeepEqual(types, want) {
+		t.Errorf("DecodeErrors names %v, want %v", types, want)
+	}
+	if DecodeErrors(nil) != nil || DecodeErrors(errors.New("other")) != nil {
+		t.Error("DecodeErrors of no decode error is not empty")
+	}
 }
 
 func TestDecodeRejectsOversizedReport(t *testing.T) {

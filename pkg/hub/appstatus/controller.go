@@ -148,13 +148,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		addon = nil
 	}
-	reported, _, _ := r.opts.Reports.Get(addon) // the report controller records decode errors
-	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), observed.FindApp(reported, workName, req.NamespacedName))}
+	// The report controller records the Event of a rejected report.
+	reported, rejection := r.opts.Reports.Find(addon, workName, req.NamespacedName)
+	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), reported)}
 	if stale := observed.StalenessOf(addon); stale != nil {
 		c := stale.Condition(cluster)
 		desired.Stale = &c
 	}
-	if !desired.State.Known() && desired.Stale == nil {
+	if rejection != nil {
+		c := rejection.Condition(cluster)
+		desired.InvalidReport = &c
+	}
+	if !desired.State.Known() && desired.Stale == nil && desired.InvalidReport == nil {
 		return ctrl.Result{}, nil
 	}
 
@@ -238,7 +243,7 @@ var workChanged = predicate.Funcs{
 
 // addonHandler enqueues the hub Applications whose entries of the agent's report
 // changed, or every Application with a work on the cluster when the addon appears,
-// goes, or changes availability.
+// goes, changes availability or crosses the size budget.
 func (r *reconciler) addonHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	named := func(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
@@ -262,7 +267,8 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 			if !ok1 || !ok2 {
 				return
 			}
-			if observed.AvailabilityChanged(old.Status.Conditions, a.Status.Conditions) {
+			if observed.AvailabilityChanged(old.Status.Conditions, a.Status.Conditions) ||
+				observed.OverBudgetChanged(old.Status.Conditions, a.Status.Conditions) {
 				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 				return
 			}

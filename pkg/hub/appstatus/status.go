@@ -34,6 +34,25 @@ type Desired struct {
 	State observed.State
 	// Stale is the stale condition when the cluster's addon is unavailable.
 	Stale *argoapp.Condition
+	// InvalidReport is the invalid-report condition when the cluster's latest report of
+	// the app could not be decoded.
+	InvalidReport *argoapp.Condition
+}
+
+// hubNotes returns the conditions the hub adds about the data it shows.
+func (d Desired) hubNotes() []argoapp.Condition {
+	var notes []argoapp.Condition
+	for _, c := range []*argoapp.Condition{d.Stale, d.InvalidReport} {
+		if c != nil {
+			notes = append(notes, *c)
+		}
+	}
+	return notes
+}
+
+// isHubNote reports whether a condition is one of the hub's notes, not the agent's.
+func isHubNote(c argoapp.Condition) bool {
+	return c.Type == observed.ConditionStale || c.Type == observed.ConditionInvalidReport
 }
 
 // ApplyStatus sets the owned fields of app's status to d, and reports whether anything
@@ -103,20 +122,15 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		}
 	}
 
-	if s.Reported || d.Stale != nil {
+	if notes := d.hubNotes(); s.Reported || len(notes) > 0 {
 		wanted := slices.Clone(s.Conditions)
 		if !s.Reported {
 			wanted = ownedConditions(status) // keep what the agent said last
 		}
-		wanted = slices.DeleteFunc(wanted, func(c argoapp.Condition) bool { return c.Type == observed.ConditionStale })
-		if d.Stale != nil {
-			wanted = append(wanted, *d.Stale)
-		}
+		wanted = append(slices.DeleteFunc(wanted, isHubNote), notes...)
 		setConditions(status, wanted, now)
-	} else if hasStale(status) {
-		setConditions(status, slices.DeleteFunc(ownedConditions(status), func(c argoapp.Condition) bool {
-			return c.Type == observed.ConditionStale
-		}), now)
+	} else if slices.ContainsFunc(ownedConditions(status), isHubNote) {
+		setConditions(status, slices.DeleteFunc(ownedConditions(status), isHubNote), now)
 	}
 
 	if len(status) > 0 {
@@ -193,10 +207,6 @@ func ownedConditions(status map[string]any) []argoapp.Condition {
 		}
 	}
 	return out
-}
-
-func hasStale(status map[string]any) bool {
-	return slices.ContainsFunc(ownedConditions(status), func(c argoapp.Condition) bool { return c.Type == observed.ConditionStale })
 }
 
 // isOwned reports whether this controller owns a condition type.

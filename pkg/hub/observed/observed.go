@@ -7,8 +7,10 @@
 package observed
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +36,36 @@ const (
 	// Application, that says the data is the last reported before the cluster's addon
 	// became unavailable. It ends in "Warning", so Argo CD's UI shows it as a warning.
 	ConditionStale = "StaleStatusWarning"
+
+	// ConditionInvalidReport is the condition type, on the report's cluster entry and on
+	// the hub Application, that says the cluster's latest report of the app could not be
+	// decoded, and the data shown is the last good one. It ends in "Warning" too.
+	ConditionInvalidReport = "InvalidAgentReportWarning"
 )
+
+// maxRejectionBytes bounds the decode error quoted in an InvalidAgentReportWarning.
+const maxRejectionBytes = 512
+
+// Rejection says why the latest report of an app could not be decoded.
+type Rejection struct {
+	// Err is the *clusterreport.DecodeError of the app's entry, or of the whole report.
+	Err error
+	// LastGood is true when the hub shows the last good entry of the app instead.
+	LastGood bool
+}
+
+// Condition returns the invalid-report condition of cluster.
+func (r *Rejection) Condition(cluster string) argoapp.Condition {
+	shown := "this is the last good status it reported"
+	if !r.LastGood {
+		shown = "the hub has no earlier report of this application from it"
+	}
+	return argoapp.Condition{
+		Type: ConditionInvalidReport,
+		Message: fmt.Sprintf("The report of cluster %s on this application could not be decoded (%s); %s.",
+			cluster, clusterreport.TruncateMessage(r.Err.Error(), maxRejectionBytes), shown),
+	}
+}
 
 // Feedback holds the five status feedback values of a work's Application manifest.
 type Feedback struct {
@@ -123,6 +154,23 @@ func AvailabilityChanged(old, new []metav1.Condition) bool {
 	return a.Status != b.Status || !a.LastTransitionTime.Equal(&b.LastTransitionTime) || a.Reason != b.Reason
 }
 
+// OverBudgetChanged reports whether the agent's conditions crossed clusterreport.MaxBytes
+// between two versions of an addon's conditions: the whole report is then rejected, or
+// accepted again, which concerns every app of the cluster.
+func OverBudgetChanged(old, new []metav1.Condition) bool {
+	return overBudget(old) != overBudget(new)
+}
+
+func overBudget(conditions []metav1.Condition) bool {
+	total := 0
+	for _, c := range conditions {
+		if clusterreport.IsAgentCondition(c.Type) {
+			total += clusterreport.ConditionSize(c)
+		}
+	}
+	return total > clusterreport.MaxBytes
+}
+
 // ChangedAppConditions returns the app conditions of the agent that were added, removed
 // or changed between two versions of an addon's conditions: the old version of a removed
 // or changed one, the new version of an added or changed one.
@@ -165,8 +213,16 @@ type Reports struct {
 
 type decoded struct {
 	resourceVersion string
-	apps            []clusterreport.App
-	err             error
+	// apps are the apps that decoded, and the last good version of those whose entry
+	// was rejected.
+	apps []clusterreport.App
+	err  error
+	// whole is the error of a report rejected as a whole (too large); every app of the
+	// cluster is then rejected.
+	whole error
+	// rejected holds the errors of the rejected entries whose app the hub knows from an
+	// earlier version, by App.Key; that earlier version is in apps.
+	rejected map[string]error
 	// errClaimed is true once ClaimError returned err.
 	errClaimed bool
 }
@@ -218,8 +274,61 @@ func (r *Reports) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decod
 	}
 	report, err := clusterreport.Decode(addon.Status.Conditions)
 	e = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err}
+	if err != nil {
+		e.keepLastGood(r.entries[key].apps)
+	}
 	r.entries[key] = e
 	return e, true
+}
+
+// keepLastGood puts back into e.apps the last good version, from previous, of each app
+// whose entry e.err rejected: all of them when the whole report was rejected, else
+// those whose rejected condition is of their type. A rejected entry of an app the hub
+// never decoded cannot be told apart from garbage; it only shows in e.err.
+func (e *decoded) keepLastGood(previous []clusterreport.App) {
+	e.rejected = map[string]error{}
+	decodedNow := map[string]bool{}
+	for _, app := range e.apps {
+		decodedNow[app.Key()] = true
+	}
+	for _, de := range clusterreport.DecodeErrors(e.err) {
+		for _, app := range previous {
+			if decodedNow[app.Key()] || e.rejected[app.Key()] != nil {
+				continue
+			}
+			if de.ConditionType == "" || de.ConditionType == clusterreport.AppConditionType(app.Namespace, app.Name) {
+				e.apps = append(e.apps, app)
+				e.rejected[app.Key()] = de
+			}
+		}
+		if de.ConditionType == "" {
+			e.whole = de
+		}
+	}
+	slices.SortFunc(e.apps, func(a, b clusterreport.App) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+}
+
+// Find returns the app of the addon's report that the ManifestWork workName carries, or
+// that points back to the hub Application hub; nil when the cluster has not reported it.
+// When the latest report of the app could not be decoded, the app is its last good
+// version (nil when there is none) and the Rejection says why.
+func (r *Reports) Find(addon *addonv1beta1.ManagedClusterAddOn, workName string, hub types.NamespacedName) (*clusterreport.App, *Rejection) {
+	if addon == nil {
+		return nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, _ := r.decodeLocked(addon)
+	app := FindApp(e.apps, workName, hub)
+	switch {
+	case app != nil && e.rejected[app.Key()] != nil:
+		return app, &Rejection{Err: e.rejected[app.Key()], LastGood: true}
+	case app == nil && e.whole != nil:
+		return nil, &Rejection{Err: e.whole}
+	}
+	return app, nil
 }
 
 // Forget drops a deleted addon's report.

@@ -5,7 +5,6 @@ package report
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -272,14 +271,16 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			addons[cluster] = addon
 		}
 		var agentApp *clusterreport.App
+		var rejection *observed.Rejection
 		if work != nil && addon != nil {
-			reported, _, _ := r.opts.Reports.Get(addon) // errors are recorded by the addon watch
-			agentApp = observed.FindApp(reported, workName, client.ObjectKeyFromObject(app))
+			// The Event of a rejection is recorded by the addon watch.
+			agentApp, rejection = r.opts.Reports.Find(addon, workName, client.ObjectKeyFromObject(app))
 		}
 		out = append(out, ClusterApp{
 			Cluster: cluster, HubApp: app.GetName(), ManifestWork: workName,
-			State: observed.Merge(observed.FeedbackOf(work), agentApp),
-			Stale: observed.StalenessOf(addon),
+			State:    observed.Merge(observed.FeedbackOf(work), agentApp),
+			Stale:    observed.StalenessOf(addon),
+			Rejected: rejection,
 		})
 	}
 	return out, nil
@@ -342,7 +343,7 @@ func mapWork(_ context.Context, work client.Object) []reconcile.Request {
 
 // addonHandler enqueues the reports that a change of a cluster's ManagedClusterAddOn
 // affects: every report with an app on the cluster when the addon appears, goes or
-// changes availability; else those whose apps' entries in the agent's report changed.
+// changes availability or crosses the size budget; else those whose apps' entries in the agent's report changed.
 // It records an invalid agent report as a Warning Event, once per version.
 func (r *reconciler) addonHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -366,7 +367,8 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 				return
 			}
 			r.checkReport(ctx, addon)
-			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) {
+			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) ||
+				observed.OverBudgetChanged(old.Status.Conditions, addon.Status.Conditions) {
 				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 				return
 			}
@@ -394,29 +396,14 @@ func (r *reconciler) checkReport(ctx context.Context, addon *addonv1beta1.Manage
 		return
 	}
 	var rejected []string
-	for _, e := range flatten(err) {
-		var de *clusterreport.DecodeError
-		if errors.As(e, &de) {
-			rejected = append(rejected, de.Error())
-		}
+	for _, de := range clusterreport.DecodeErrors(err) {
+		rejected = append(rejected, de.Error())
 	}
 	ctrl.LoggerFrom(ctx).Error(err, "the agent's report is invalid; its other entries are used",
 		"cluster", addon.Namespace, "rejected", len(rejected))
-	note := clusterreport.TruncateMessage(fmt.Sprintf("%d entries of the agent's report were rejected and show as not reported: %s",
+	note := clusterreport.TruncateMessage(fmt.Sprintf("%d entries of the agent's report were rejected; their apps show the last good report, if any: %s",
 		len(rejected), strings.Join(rejected, "; ")), 1000)
 	r.recorder.Eventf(addon, nil, corev1.EventTypeWarning, ReasonInvalidAgentReport, "DecodeReport", "%s", note)
-}
-
-// flatten unwraps errors.Join.
-func flatten(err error) []error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range joined.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
 
 // enqueueApp enqueues the report of one app of the agent's report: through its

@@ -49,6 +49,9 @@ type ClusterApp struct {
 	State observed.State
 	// Stale is non-nil when the cluster's addon is unavailable.
 	Stale *observed.Staleness
+	// Rejected is non-nil when the cluster's latest report of the app could not be
+	// decoded; State then holds the last good one.
+	Rejected *observed.Rejection
 }
 
 // AppField returns the `app` field of a cluster entry:
@@ -123,6 +126,10 @@ func clusterCondition(appSetNamespace string, a ClusterApp) appsv1alpha1.Cluster
 	if a.Stale != nil {
 		stale := a.Stale.Condition(a.Cluster)
 		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: stale.Type, Message: stale.Message})
+	}
+	if a.Rejected != nil {
+		invalid := a.Rejected.Condition(a.Cluster)
+		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: invalid.Type, Message: invalid.Message})
 	}
 	return c
 }

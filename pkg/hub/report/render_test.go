@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,22 @@ func TestUnreportedIsUnknownAndStaleIsMarked(t *testing.T) {
 	}
 	if got.Summary.Stale != "1" {
 		t.Errorf("stale count = %q", got.Summary.Stale)
+	}
+}
+
+func TestRejectedReportIsMarked(t *testing.T) {
+	got := RenderStatuses("ns", []ClusterApp{
+		{Cluster: "a", HubApp: "x", ManifestWork: "x-1", State: state("Synced", "Healthy"),
+			Rejected: &observed.Rejection{Err: errors.New("decode report: report too large"), LastGood: true}},
+		{Cluster: "b", HubApp: "y", ManifestWork: "y-1", State: state("Synced", "Healthy")},
+	})
+	a, b := got.ClusterConditions[0], got.ClusterConditions[1]
+	if a.SyncStatus != "Synced" || len(a.Conditions) != 1 || a.Conditions[0].Type != observed.ConditionInvalidReport ||
+		!strings.Contains(a.Conditions[0].Message, "report too large") || !strings.Contains(a.Conditions[0].Message, "last good") {
+		t.Errorf("rejected entry = %+v", a)
+	}
+	if len(b.Conditions) != 0 {
+		t.Errorf("another cluster's entry = %+v", b)
 	}
 }
 
