@@ -17,6 +17,7 @@ func main() {
 	opts := hub.DefaultOptions()
 	var watchNamespaces, agentWatchNamespaces string
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling; "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "namespace of the leader election Lease; empty means the manager's own")

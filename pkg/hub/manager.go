@@ -36,6 +36,9 @@ type Options struct {
 	// "0" disables one.
 	MetricsAddr string
 	ProbeAddr   string
+	// PprofAddr is the bind address of net/http/pprof, for profiling; "0" (the default)
+	// disables it.
+	PprofAddr string
 	// LeaderElect makes only one replica act at a time. LeaderElectionNamespace holds its
 	// Lease; empty means the namespace the manager runs in.
 	LeaderElect             bool
@@ -70,6 +73,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8443",
 		ProbeAddr:               ":8081",
+		PprofAddr:               "0",
 		LeaderElect:             true,
 		AddonName:               propagation.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
@@ -142,6 +146,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Cache:                         cache.Options{ByObject: byObject},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.AddonName + "-addon-manager",
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
