@@ -163,16 +163,27 @@ type addonStatusApplyStatus struct {
 	Conditions []metav1.Condition `json:"conditions"`
 }
 
-// applyConditions applies the agent's conditions to the status of the
-// ManagedClusterAddOn, server-side, as FieldManager.
-func (a *agent) applyConditions(ctx context.Context, conditions []metav1.Condition) (*addonv1beta1.ManagedClusterAddOn, error) {
+// ReportApplyPatch is the server-side apply patch, for the status subresource of
+// ManagedClusterAddOn addonName in namespace cluster, that makes conditions the complete
+// set of the agent's conditions. Apply it with FieldManager and force.
+func ReportApplyPatch(addonName, cluster string, conditions []metav1.Condition) ([]byte, error) {
 	body, err := json.Marshal(addonStatusApply{
 		TypeMeta: metav1.TypeMeta{APIVersion: addonv1beta1.GroupVersion.String(), Kind: "ManagedClusterAddOn"},
-		Metadata: addonStatusApplyMetadata{Name: a.opts.AddonName, Namespace: a.opts.ClusterName},
+		Metadata: addonStatusApplyMetadata{Name: addonName, Namespace: cluster},
 		Status:   addonStatusApplyStatus{Conditions: conditions},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	return body, nil
+}
+
+// applyConditions applies the agent's conditions to the status of the
+// ManagedClusterAddOn, server-side, as FieldManager.
+func (a *agent) applyConditions(ctx context.Context, conditions []metav1.Condition) (*addonv1beta1.ManagedClusterAddOn, error) {
+	body, err := ReportApplyPatch(a.opts.AddonName, a.opts.ClusterName, conditions)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
