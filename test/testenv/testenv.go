@@ -121,6 +121,16 @@ func (e *Env) Stop() error {
 	return e.env.Stop()
 }
 
+// Kubeconfig returns a kubeconfig that authenticates as user in groups, with a client
+// certificate: what a process outside the test needs to reach the apiserver.
+func (e *Env) Kubeconfig(user string, groups ...string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s: %w", user, err)
+	}
+	return u.KubeConfig()
+}
+
 // NewScheme returns a scheme with client-go's types and OCM's cluster (v1, v1beta1,
 // v1beta2), work (v1) and addon (v1beta1) types, and the addon's report type.
 func NewScheme() (*runtime.Scheme, error) {
