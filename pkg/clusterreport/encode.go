@@ -437,6 +437,9 @@ func (p *appPlan) wire(level detail, keepResources, keepConditions int) *wireApp
 	w.ConditionsOmitted = app.ConditionsOmitted
 	for i, c := range p.conditions {
 		switch {
+		case c.Type == "":
+			// Decode requires a type: a condition without one is counted, not carried.
+			w.ConditionsOmitted++
 		case i >= keepConditions || len(w.Conditions) == MaxConditionsPerApp:
 			w.ConditionsOmitted++
 		case level >= detailReduced && !IsErrorCondition(c.Type):
