@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -94,8 +96,10 @@ type agent struct {
 	hubAddons      addonv1beta1client.ManagedClusterAddOnInterface
 	recorder       record.EventRecorder
 
-	// queue holds reportKey while a publish is due; its rate limiter paces retries.
+	// queue holds reportKey while a publish is due; retry, its rate limiter, paces
+	// retries.
 	queue workqueue.TypedRateLimitingInterface[string]
+	retry *retryBackoff
 	// backingOff is set while a failed publish waits for its retry: changes then wait
 	// for the retry too, instead of hammering an unreachable hub.
 	backingOff atomic.Bool
@@ -160,10 +164,11 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: hubKube.CoreV1().Events(opts.ClusterName)})
 	a.recorder = broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: FieldManager, Host: opts.ClusterName})
 
-	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](tn.retryInitial, tn.retryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{},
-	)
+	a.retry = &retryBackoff{
+		exponential: workqueue.NewTypedItemExponentialFailureRateLimiter[string](tn.retryInitial, tn.retryMax),
+		reconnect:   tn.reconnectInterval,
+	}
+	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](a.retry, workqueue.TypedRateLimitingQueueConfig[string]{})
 	a.publisher = newPublisher()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -256,6 +261,7 @@ func (a *agent) processNext(ctx context.Context) bool {
 		return false
 	}
 	a.backingOff.Store(true)
+	a.retry.unanswered.Store(hubDidNotAnswer(err))
 	if errors.Is(err, errAddonMissing) {
 		a.log.Info("waiting for the ManagedClusterAddOn to exist", "retries", a.queue.NumRequeues(key))
 	} else {
@@ -263,6 +269,41 @@ func (a *agent) processNext(ctx context.Context) bool {
 	}
 	a.queue.AddRateLimited(key)
 	return true
+}
+
+// retryBackoff paces the retries of a failed publish. While the hub answers with an
+// error (it is overloaded, refuses, or the object is missing), the wait grows
+// exponentially from retryInitial to retryMax, to spare the hub. While the hub does not
+// answer at all (connection refused or reset, no response in time), nothing reaches it,
+// so a retry costs it nothing: the wait is then at most reconnect, jittered up to twice
+// that, so that the report converges within seconds of the hub coming back, however long
+// it was away. The hub's own watch cannot be relied on for that: client-go's reflector
+// backs off up to 30 s too.
+type retryBackoff struct {
+	exponential workqueue.TypedRateLimiter[string]
+	reconnect   time.Duration
+	// unanswered is whether the last failure got no answer from the hub.
+	unanswered atomic.Bool
+}
+
+func (b *retryBackoff) When(item string) time.Duration {
+	d := b.exponential.When(item)
+	if b.unanswered.Load() {
+		d = min(d, wait.Jitter(b.reconnect, 1))
+	}
+	return d
+}
+
+func (b *retryBackoff) Forget(item string) { b.exponential.Forget(item) }
+
+func (b *retryBackoff) NumRequeues(item string) int { return b.exponential.NumRequeues(item) }
+
+// hubDidNotAnswer reports whether a publish failed without any HTTP response from the
+// hub: client-go returns transport failures (dial, TLS, reset, timeout) as *url.Error,
+// and every answer of the hub as an API status.
+func hubDidNotAnswer(err error) bool {
+	var urlErr *url.Error
+	return errors.As(err, &urlErr)
 }
 
 // watchApplicationAPI checks, at start and every crdCheckInterval, whether the managed

@@ -1,12 +1,20 @@
 package spoke
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -267,5 +275,46 @@ func TestOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name the %s", err, want)
 		}
+	}
+}
+
+func TestRetryBackoff(t *testing.T) {
+	refused := &url.Error{Op: "Patch", URL: "https://hub:6443", Err: syscall.ECONNREFUSED}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", fmt.Errorf("apply the report: %w", refused), true},
+		{"timed out", &url.Error{Op: "Get", URL: "https://hub:6443", Err: context.DeadlineExceeded}, true},
+		{"the hub is unavailable", apierrors.NewServiceUnavailable("etcd"), false},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "managedclusteraddons"}, "argocd-pull", errors.New("no")), false},
+		{"the ManagedClusterAddOn is missing", errAddonMissing, false},
+	} {
+		if got := hubDidNotAnswer(tt.err); got != tt.want {
+			t.Errorf("%s: hubDidNotAnswer = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+
+	b := &retryBackoff{
+		exponential: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+		reconnect:   time.Second,
+	}
+	var waits []time.Duration
+	for range 10 {
+		waits = append(waits, b.When(reportKey))
+	}
+	if last := waits[len(waits)-1]; last != 30*time.Second {
+		t.Errorf("a hub that answers with errors: the 10th wait is %v, want the cap 30s (%v)", last, waits)
+	}
+	b.unanswered.Store(true)
+	for range 5 {
+		if d := b.When(reportKey); d < time.Second || d > 2*time.Second {
+			t.Errorf("a hub that does not answer: wait %v, want between 1s and 2s", d)
+		}
+	}
+	b.Forget(reportKey)
+	if d := b.When(reportKey); d != 500*time.Millisecond {
+		t.Errorf("after a success, the first wait is %v, want 500ms", d)
 	}
 }

@@ -124,6 +124,9 @@ type tuning struct {
 	// retryInitial and retryMax bound the exponential backoff of failed publishes.
 	retryInitial time.Duration
 	retryMax     time.Duration
+	// reconnectInterval caps that backoff while the hub does not answer at all: the
+	// agent then retries every reconnectInterval to twice that (see retryBackoff).
+	reconnectInterval time.Duration
 	// requestTimeout bounds each request to the hub.
 	requestTimeout time.Duration
 }
@@ -136,6 +139,7 @@ func defaultTuning() tuning {
 		controllerStaleAfter: 10 * time.Minute,
 		retryInitial:         500 * time.Millisecond,
 		retryMax:             30 * time.Second,
+		reconnectInterval:    time.Second,
 		requestTimeout:       30 * time.Second,
 	}
 }

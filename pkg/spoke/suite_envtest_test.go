@@ -179,6 +179,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		controllerStaleAfter: time.Hour,
 		retryInitial:         100 * time.Millisecond,
 		retryMax:             time.Second,
+		reconnectInterval:    200 * time.Millisecond,
 		requestTimeout:       5 * time.Second,
 	}
 	if fo.adjust != nil {
