@@ -292,7 +292,7 @@ func TestAbuse(t *testing.T) {
 			"metadata": map[string]any{"name": addonName},
 			"status": map[string]any{"conditions": []any{map[string]any{
 				"type": victimType, "status": "False", "reason": "OutOfSync_Degraded",
-				"message": `{"v":1,"namespace":"argocd","name":"victim","health":{"status":"Degraded"},"observedAt":"2026-01-02T03:04:05Z"}`,
+				"message":            `{"v":1,"namespace":"argocd","name":"victim","health":{"status":"Degraded"},"observedAt":"2026-01-02T03:04:05Z"}`,
 				"lastTransitionTime": "2026-01-02T03:04:05Z"}}},
 		})
 		s.g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -374,7 +374,7 @@ func TestAbuse(t *testing.T) {
 		s.g.Expect(created).To(gomega.BeNumerically("<=", flips))
 		s.g.Expect(deleted).To(gomega.BeNumerically("<=", flips))
 		s.g.Expect(created).To(gomega.BeNumerically(">=", 1))
-		s.g.Expect(deleted - created).To(gomega.Equal(0), "one work before, one after")
+		s.g.Expect(deleted-created).To(gomega.Equal(0), "one work before, one after")
 		s.g.Expect(s.condition("nomad", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 		s.deleteApp("nomad")
 	})
