@@ -43,6 +43,14 @@ type Options struct {
 	// Lease; empty means the namespace the manager runs in.
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election: a standby
+	// takes over LeaseDuration after the leader's last renewal; the leader gives up (and
+	// the process exits) when it could not renew for RenewDeadline; each tries every
+	// RetryPeriod. The defaults are those of OCM's own hub controllers, so that the
+	// leader rides out an apiserver outage of up to 107 s (docs/operations.md).
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 	// AddonName is the name of the ClusterManagementAddOn and of every ManagedClusterAddOn
 	// of this addon.
 	AddonName string
@@ -75,6 +83,9 @@ func DefaultOptions() Options {
 		ProbeAddr:               ":8081",
 		PprofAddr:               "0",
 		LeaderElect:             true,
+		LeaseDuration:           137 * time.Second,
+		RenewDeadline:           107 * time.Second,
+		RetryPeriod:             26 * time.Second,
 		AddonName:               propagation.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
@@ -102,6 +113,13 @@ func (o Options) Validate() error {
 	}
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
+	}
+	if o.LeaderElect {
+		// client-go's leader election needs LeaseDuration > RenewDeadline > 1.2 RetryPeriod.
+		if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod*6/5 || o.LeaseDuration <= o.RenewDeadline {
+			errs = append(errs, fmt.Errorf("leader election: lease duration %v, renew deadline %v and retry period %v must satisfy lease duration > renew deadline > 1.2 x retry period > 0",
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -151,6 +169,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		LeaderElectionID:              opts.AddonName + "-addon-manager",
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 		GracefulShutdownTimeout:       &gracefulShutdown,
 	})
 	if err != nil {

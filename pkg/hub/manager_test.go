@@ -1,0 +1,35 @@
+package hub
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLeaderElectionOptions(t *testing.T) {
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Fatalf("the defaults are invalid: %v", err)
+	}
+	for _, tt := range []struct {
+		name                                string
+		leaseDuration, renewDeadline, retry time.Duration
+		leaderElect, wantErr                bool
+	}{
+		{"OCM's timing", 137 * time.Second, 107 * time.Second, 26 * time.Second, true, false},
+		{"controller-runtime's timing", 15 * time.Second, 10 * time.Second, 2 * time.Second, true, false},
+		{"renew deadline not under the lease duration", 10 * time.Second, 10 * time.Second, 2 * time.Second, true, true},
+		{"retry period too close to the renew deadline", 15 * time.Second, 10 * time.Second, 9 * time.Second, true, true},
+		{"no retry period", 15 * time.Second, 10 * time.Second, 0, true, true},
+		{"no leader election", 0, 0, 0, false, false},
+	} {
+		opts := DefaultOptions()
+		opts.LeaderElect, opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = tt.leaderElect, tt.leaseDuration, tt.renewDeadline, tt.retry
+		err := opts.Validate()
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: Validate() = %v, want error %v", tt.name, err, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "leader election") {
+			t.Errorf("%s: the error %q does not name the leader election", tt.name, err)
+		}
+	}
+}
