@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,6 +33,10 @@ type ControlPlane struct {
 
 	ca     *certificateAuthority
 	pkiDir string
+
+	sup         *supervisor
+	apiserverMu sync.Mutex
+	apiserver   *process
 }
 
 // CAFile is the cluster CA: it signs the apiserver's serving certificate and every client
@@ -43,7 +48,7 @@ func (cp *ControlPlane) pki(name string) string { return filepath.Join(cp.pkiDir
 
 // startControlPlane starts the three processes and returns once the apiserver is ready.
 func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name string) (*ControlPlane, error) {
-	cp := &ControlPlane{Name: name, Dir: filepath.Join(runDir, name)}
+	cp := &ControlPlane{Name: name, Dir: filepath.Join(runDir, name), sup: sup}
 	cp.pkiDir = filepath.Join(cp.Dir, "pki")
 	if err := cp.writePKI(); err != nil {
 		return nil, fmt.Errorf("%s: certificates: %w", name, err)
@@ -67,7 +72,7 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 		return nil, err
 	}
 
-	if _, err := sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: []string{
+	if cp.apiserver, err = sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + cp.pkiDir,
@@ -170,6 +175,29 @@ func (cp *ControlPlane) waitReady(ctx context.Context, sup *supervisor) error {
 		return fmt.Errorf("%s apiserver not ready (last: %v): %w", cp.Name, last, err)
 	}
 	return nil
+}
+
+// RestartAPIServer restarts the cluster's kube-apiserver in place, as a rolling restart of
+// a control plane would: SIGTERM (SIGKILL after 30 s), then the same binary with the same
+// flags, port, certificates and etcd, so that every client's kubeconfig stays valid. It
+// returns once the new apiserver answers /readyz ok. Meanwhile clients see their
+// connections and watches drop and new connections refused.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.apiserverMu.Lock()
+	defer cp.apiserverMu.Unlock()
+	next, err := cp.sup.restart(cp.apiserver, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("%s: restart kube-apiserver: %w", cp.Name, err)
+	}
+	cp.apiserver = next
+	return cp.waitReady(ctx, cp.sup)
+}
+
+// APIServerPid is the process id of the cluster's current kube-apiserver.
+func (cp *ControlPlane) APIServerPid() int {
+	cp.apiserverMu.Lock()
+	defer cp.apiserverMu.Unlock()
+	return cp.apiserver.Pid()
 }
 
 // IssueClientCertificate signs a client certificate for user and groups with the cluster CA.

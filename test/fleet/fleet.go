@@ -98,6 +98,7 @@ type Fleet struct {
 	stopMu  sync.Once
 	cancel  context.CancelFunc // stops the pod runners
 	runners sync.WaitGroup
+	pods    []*podRunner
 }
 
 // ManagedCluster is a managed cluster's control plane, joined to the hub.
@@ -259,6 +260,7 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 	for _, mc := range f.Clusters {
 		runners = append(runners, &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector, pods: map[string]*runningPod{}})
 	}
+	f.pods = runners
 	for _, r := range runners {
 		f.runners.Add(1)
 		go func() {
@@ -281,6 +283,24 @@ func (f *Fleet) Cluster(name string) *ManagedCluster {
 
 // Pids returns the process ids of the fleet's running processes.
 func (f *Fleet) Pids() []int { return f.sup.pids() }
+
+// PodPids returns the process id of each Deployment the fleet runs as a process (see
+// Options.Addon), by "<cluster>/<namespace>/<name>": the manager on the hub, the agents on
+// the managed clusters. A pod the fleet restarted (its process exited, or its spec or
+// secrets changed) has a new id.
+func (f *Fleet) PodPids() map[string]int {
+	out := map[string]int{}
+	for _, r := range f.pods {
+		r.mu.Lock()
+		for key, pod := range r.pods {
+			if exited, _ := pod.proc.Exited(); !exited {
+				out[r.cp.Name+"/"+key] = pod.proc.Pid()
+			}
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
 
 // Healthy returns an error naming each fleet process that has exited.
 func (f *Fleet) Healthy() error { return f.sup.failed() }

@@ -17,6 +17,7 @@ import (
 // credentials, flags and environment.
 type process struct {
 	Name string
+	spec processSpec
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{}
@@ -47,6 +48,41 @@ func (s *supervisor) logPath(name string) string {
 // start runs spec as a child process. The child is killed when the fleet process dies, even
 // by SIGKILL, so that a crashed fleet leaves nothing behind.
 func (s *supervisor) start(spec processSpec) (*process, error) {
+	p, err := s.launch(spec)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return p, nil
+}
+
+// restart stops p (SIGTERM, SIGKILL after grace) and runs its spec again, in p's place in
+// the stop order. Its log continues in the same file.
+func (s *supervisor) restart(p *process, grace time.Duration) (*process, error) {
+	p.stop(grace)
+	next, err := s.launch(p.spec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.procs {
+		if q == p {
+			if err != nil {
+				s.procs = append(s.procs[:i], s.procs[i+1:]...)
+			} else {
+				s.procs[i] = next
+			}
+			return next, err
+		}
+	}
+	if err == nil {
+		s.procs = append(s.procs, next)
+	}
+	return next, err
+}
+
+// launch starts spec as a child process that the supervisor does not track yet.
+func (s *supervisor) launch(spec processSpec) (*process, error) {
 	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
@@ -67,15 +103,12 @@ func (s *supervisor) start(spec processSpec) (*process, error) {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	p := &process{Name: spec.Name, cmd: cmd, log: log, done: make(chan struct{})}
+	p := &process{Name: spec.Name, spec: spec, cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		log.Close()
 		close(p.done)
 	}()
-	s.mu.Lock()
-	s.procs = append(s.procs, p)
-	s.mu.Unlock()
 	return p, nil
 }
 
