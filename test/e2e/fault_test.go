@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// A restart of the hub's kube-apiserver, as a control-plane upgrade does: the manager and
+// the agents ride it out without restarting, and the pull model works after it.
+var _ = Describe("A restart of the hub apiserver", Ordered, func() {
+	const (
+		appName   = "fault-guestbook"
+		appNS     = "guestbook-fault"
+		placement = "fault-placement"
+	)
+	var (
+		hubDyn   dynamic.Interface
+		works    workclient.Interface
+		addons   addonclient.Interface
+		target   *fleet.ManagedCluster
+		spokeDyn dynamic.Interface
+		agentPod string
+	)
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		works, err = workclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		// The addon suite leaves the last cluster without the addon while it runs; this
+		// suite enables it and removes it again, agent included, before it ends.
+		target = theFleet.Clusters[2]
+		spokeDyn, err = dynamic.NewForConfig(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+		agentPod = target.Name + "/" + addon.DefaultInstallNamespace + "/" + addonName + "-agent"
+
+		clusteradmEnable(ctx, target.Name)
+		DeferCleanup(func(ctx SpecContext) {
+			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "agent removed from %s", target.Name)
+		})
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
+		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+
+		// The agent runs and publishes before the restart.
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return string(conditionStatus(mca.Status.Conditions, "Available")) + "/" +
+				string(conditionStatus(mca.Status.Conditions, clusterreport.ConditionApplicationCRD)), nil
+		}).Should(Equal("True/True"))
+		Expect(theFleet.PodPids()).To(HaveKey(agentPod))
+	})
+
+	It("leaves the manager and the agent running, and the pull model working", func(ctx SpecContext) {
+		pids := theFleet.PodPids()
+		managerPod := ""
+		for pod := range pids {
+			if strings.HasPrefix(pod, fleet.HubName+"/") {
+				Expect(managerPod).To(BeEmpty(), "one manager runs on the hub")
+				managerPod = pod
+			}
+		}
+		Expect(managerPod).NotTo(BeEmpty(), "the manager runs on the hub")
+		managerPid, agentPid := pids[managerPod], pids[agentPod]
+		apiserverPid := theFleet.Hub.APIServerPid()
+
+		start := time.Now()
+		Expect(theFleet.Hub.RestartAPIServer(ctx)).To(Succeed())
+		ready := time.Since(start)
+		Expect(theFleet.Hub.APIServerPid()).NotTo(Equal(apiserverPid), "a new kube-apiserver process")
+
+		By("a pulled Application created after the restart gets its ManifestWork, syncs on the cluster, and its status reaches the hub")
+		app := fleet.GuestbookApplication(appName, theFleet.Git.URL())
+		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
+		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
+		hubApps := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
+		_, err := hubApps.Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(hubApps.Delete(ctx, appName, metav1.DeleteOptions{}))).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "spoke Application removed with its work")
+		})
+
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+			if err != nil {
+				return nil, err
+			}
+			var names []string
+			for _, w := range list.Items {
+				if w.Annotations[argoapp.AnnotationHubApplicationName] == appName {
+					names = append(names, w.Name)
+				}
+			}
+			return names, nil
+		}).Should(HaveLen(1), "exactly one work for the app")
+		head, err := theFleet.Git.Head()
+		Expect(err).NotTo(HaveOccurred())
+		syncOf := func(u *unstructured.Unstructured) (string, error) {
+			st, err := argoapp.DecodeStatus(u)
+			if err != nil {
+				return "", err
+			}
+			return st.Sync.Status + "/" + st.Sync.Revision, nil
+		}
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return syncOf(u)
+		}).Should(Equal("Synced/"+head), "synced on %s", target.Name)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hubApps.Get(ctx, appName, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return syncOf(u)
+		}).Should(Equal("Synced/"+head), "the hub Application's status")
+		appRecovered := time.Since(start)
+
+		By("the spoke Application's change reaches the agent's report on the hub")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			reported, found, err := reportedApp(ctx, addons, target.Name, appName)
+			if !found || err != nil {
+				return "not reported", err
+			}
+			return reported.Sync.Status + "/" + reported.Sync.Revision + "/" + reported.Health.Status, nil
+		}).Should(Equal("Synced/" + head + "/Progressing"))
+		reportRecovered := time.Since(start)
+
+		By("neither the manager nor the agent restarted")
+		after := theFleet.PodPids()
+		Expect(after).To(HaveKeyWithValue(managerPod, managerPid), "the manager process")
+		Expect(after).To(HaveKeyWithValue(agentPod, agentPid), "the agent process")
+		Expect(fleet.ProcessAlive(managerPid) && fleet.ProcessAlive(agentPid)).To(BeTrue())
+		Expect(theFleet.Healthy()).To(Succeed(), "no fleet process exited")
+		GinkgoWriter.Printf("hub kube-apiserver restarted and ready in %v; after the restart began, the new app's status was on the hub Application in %v and in the agent's report in %v\n",
+			ready.Round(100*time.Millisecond), appRecovered.Round(100*time.Millisecond), reportRecovered.Round(100*time.Millisecond))
+	})
+})
