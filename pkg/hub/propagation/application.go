@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // maxEventNoteLength bounds the note of an Event; the events API refuses longer ones.
@@ -182,14 +182,7 @@ func escapeJSONPointer(key string) string {
 }
 
 // truncate cuts s to at most n bytes, ending with "..." when cut, and never inside a
-// UTF-8 sequence.
+// UTF-8 sequence: clusterreport.TruncateMessage, the one cut of the hub's messages.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return clusterreport.TruncateMessage(s, n)
 }
