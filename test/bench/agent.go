@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+// agentCluster is the hub's name of the cluster whose real agent P5 runs.
+const agentCluster = "agent-bench"
+
+// measureAgent is P5: the real agent against its own apiserver with AgentApps local
+// Applications, reporting to the hub. It measures the time to the first complete report,
+// the latency of a change, the agent's peak RSS and the size of its addon's status.
+func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir string, step func(string, ...any)) error {
+	step("P5: starting a managed cluster apiserver with %d Applications", r.Scale.AgentApps)
+	spoke, err := testenv.New()
+	if err != nil {
+		return err
+	}
+	defer spoke.Stop()
+	if err := hub.CreateCluster(ctx, agentCluster); err != nil {
+		return err
+	}
+	for _, ns := range []string{argoapp.DefaultAppNamespace, clusterreport.DefaultInstallNamespace} {
+		if err := spoke.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	for i := range r.Scale.AgentApps {
+		if err := spoke.Client.Create(ctx, spokeApplication(i)); err != nil {
+			return fmt.Errorf("create local Application %d: %w", i, err)
+		}
+	}
+	hubKubeconfig, err := hub.Kubeconfig("bench-agent", "system:masters")
+	if err != nil {
+		return err
+	}
+	spokeKubeconfigData, err := spoke.Kubeconfig("bench-agent", "system:masters")
+	if err != nil {
+		return err
+	}
+	spokeKubeconfig := filepath.Join(dir, "spoke.kubeconfig")
+	if err := os.WriteFile(spokeKubeconfig, spokeKubeconfigData, 0o600); err != nil {
+		return err
+	}
+
+	watcher, err := watchChanges(ctx, hub.Config, schema.GroupVersionResource{Group: addonv1beta1.GroupName, Version: "v1beta1", Resource: "managedclusteraddons"}, agentCluster)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	agent, err := sim.StartProcess(dir, "agent", agentBin, []string{
+		"--hub-kubeconfig=" + hubKubeconfig, "--kubeconfig=" + spokeKubeconfig, "--cluster-name=" + agentCluster,
+	}, nil)
+	if err != nil {
+		return err
+	}
+	defer agent.Stop(10 * time.Second)
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	addonKey := types.NamespacedName{Namespace: agentCluster, Name: sim.AddonName}
+	err = waitFor(ctx, 2*time.Minute, func() (bool, error) {
+		if exited, err := agent.Exited(); exited {
+			return false, fmt.Errorf("the agent exited: %v", err)
+		}
+		if err := hub.Client.Get(ctx, addonKey, addon); err != nil {
+			return false, err
+		}
+		report, err := clusterreport.Decode(addon.Status.Conditions)
+		return len(report.Apps) == r.Scale.AgentApps, err
+	})
+	if err != nil {
+		return fmt.Errorf("P5: the agent's report never held %d Applications: %w", r.Scale.AgentApps, err)
+	}
+	r.AgentFirstReport = time.Since(start)
+	step("P5: the first complete report after %s", since(start))
+
+	for i := range r.Scale.AgentChanges {
+		app := spokeApplication(i * 7 % r.Scale.AgentApps)
+		patch := map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
+			"type": "SyncError", "message": changeMessage(i, time.Now()), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}}}}
+		body, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		if err := spoke.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, body)); err != nil {
+			return fmt.Errorf("change local Application %s: %w", app.GetName(), err)
+		}
+		if err := waitFor(ctx, 30*time.Second, func() (bool, error) { return watcher.Seen(i), nil }); err != nil {
+			r.AgentChangesLost = append(r.AgentChangesLost, fmt.Sprintf("change %d of %s never reached the hub", i, app.GetName()))
+		}
+	}
+	r.AgentLatencies = watcher.Latencies()
+	if r.AgentPeakRSS, err = agent.PeakRSS(); err != nil {
+		return err
+	}
+	if err := hub.Client.Get(ctx, addonKey, addon); err != nil {
+		return err
+	}
+	status, err := json.Marshal(addon.Status)
+	if err != nil {
+		return err
+	}
+	r.AgentStatusBytes = len(status)
+	for _, c := range addon.Status.Conditions {
+		if c.Type == clusterreport.ConditionSummary {
+			r.AgentSummary = c.Message
+		}
+	}
+	step("P5: latency p50 %s, peak RSS %s, status %d bytes", percentile(r.AgentLatencies, 50), mib(r.AgentPeakRSS), r.AgentStatusBytes)
+	return nil
+}
+
+// spokeApplication is the i-th local Application of P5, as the work agent applied it
+// from the hub and Argo CD synced it.
+func spokeApplication(i int) *unstructured.Unstructured {
+	name := fmt.Sprintf("app-%04d", i)
+	app := argoapp.NewApplication()
+	app.SetNamespace(argoapp.DefaultAppNamespace)
+	app.SetName(name)
+	app.SetAnnotations(map[string]string{
+		argoapp.AnnotationHubApplicationNamespace: sim.AppNamespace,
+		argoapp.AnnotationHubApplicationName:      name,
+	})
+	var resources []any
+	for _, r := range []struct{ group, kind, name string }{{"apps", "Deployment", "web"}, {"", "Service", "web"}, {"", "ConfigMap", "web-config"}} {
+		resources = append(resources, map[string]any{
+			"group": r.group, "version": "v1", "kind": r.kind, "namespace": name, "name": r.name,
+			"status": "Synced", "health": map[string]any{"status": "Healthy"},
+		})
+	}
+	app.Object["spec"] = map[string]any{
+		"project":     argoapp.DefaultProject,
+		"source":      map[string]any{"repoURL": "https://git.example.com/fleet.git", "targetRevision": "main", "path": "apps/" + name},
+		"destination": map[string]any{"server": argoapp.InClusterServer, "namespace": name},
+	}
+	app.Object["status"] = map[string]any{
+		"sync":         map[string]any{"status": "Synced", "revision": sim.SyncRevision},
+		"health":       map[string]any{"status": "Healthy"},
+		"resources":    resources,
+		"reconciledAt": time.Now().UTC().Format(time.RFC3339),
+	}
+	return app
+}

@@ -1,0 +1,97 @@
+// Command bench measures the addon-manager and the agent at fleet scale, the same way
+// every time, and prints the figures of docs/benchmarks.md:
+//
+//	P1 propagation: pulled Applications created until every ManifestWork is correct;
+//	P2 status freshness: a change in an agent's report until the ApplicationSet report
+//	   and the hub Application show it, observed with watches;
+//	P3 memory: the manager's peak RSS;
+//	P4 write amplification: hub writes per real change, and per minute when nothing
+//	   changes, from the apiserver's own apiserver_request_total;
+//	P5 agent: a real agent process with many local Applications: RSS, publish latency
+//	   and the size of its ManagedClusterAddOn status.
+//
+// It runs one real kube-apiserver and etcd, the real manager as a process, and simulated
+// clusters (test/sim). `make bench` runs it at full scale and writes docs/benchmarks.md;
+// `make test` runs it at -scale=small with -check, as a smoke test that fails on wrong
+// results (a lost work, a change never seen), never on timing.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+// Scale is the size of a run.
+type Scale struct {
+	Name string
+	// Clusters and ApplicationSets: every ApplicationSet has one Application per cluster.
+	Clusters, ApplicationSets int
+	// Changes is the number of report changes whose freshness P2 measures.
+	Changes int
+	// SteadyWindow is how long P4 counts writes while nothing changes.
+	SteadyWindow time.Duration
+	// AgentApps is the number of local Applications of the agent of P5, and AgentChanges
+	// the number of changes whose publish latency it measures.
+	AgentApps, AgentChanges int
+}
+
+var scales = map[string]Scale{
+	"small": {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentChanges: 10},
+	"full":  {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentChanges: 30},
+}
+
+func main() {
+	scaleName := flag.String("scale", "full", "size of the run: small (about a minute, the smoke test of make test) or full (1,000 clusters, 10,000 apps)")
+	out := flag.String("out", "", "write the results as Markdown to this file (make bench: docs/benchmarks.md)")
+	check := flag.Bool("check", false, "exit non-zero when a result is wrong (a work lost or wrong, a change never seen); timing never fails")
+	dir := flag.String("dir", "", "working folder for kubeconfigs, binaries and process logs (default .cache/bench/<scale>)")
+	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
+
+	scale, ok := scales[*scaleName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "bench: unknown -scale %q: small or full\n", *scaleName)
+		os.Exit(2)
+	}
+	if *dir == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		*dir = filepath.Join(root, ".cache", "bench", scale.Name)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	results, err := run(ctx, scale, *dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Println(results.Table())
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(results.Markdown()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", *out)
+	}
+	if problems := results.Problems(); *check && len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, "bench: wrong result:", p)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
+)
+
+// measurePropagation is P1: it creates every Application and waits until every work is
+// correct; then until every hub Application and ApplicationSet report shows the
+// clusters' status.
+func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns,
+	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
+	before, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	step("P1: creating %d Applications", len(appSets)*len(clusters))
+	start := time.Now()
+	keys, err := hub.CreateApplications(ctx, appSets, clusters, parallelWrites)
+	if err != nil {
+		return err
+	}
+	r.Apps, r.AppsCreated = len(keys), time.Since(start)
+	step("P1: created in %s; waiting for every work", since(start))
+	reader := standIns.Reader()
+	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
+		n, err := countWorks(ctx, reader, func(w *workv1.ManifestWork) bool {
+			return w.Annotations[argoapp.AnnotationHubApplicationName] != ""
+		})
+		if err != nil || n < len(keys) {
+			return false, err
+		}
+		r.Works, err = sim.CheckWorks(ctx, reader)
+		return r.Works.OK(), err
+	})
+	r.Propagation = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("P1: works not correct after %s: %v: %w", since(start), r.Works, err)
+	}
+	step("P1: every work correct after %s (%.0f apps/s)", since(start), float64(r.Apps)/r.Propagation.Seconds())
+
+	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
+		settled, err := statusSettled(ctx, reader, len(keys), len(clusters), len(appSets))
+		return settled == "", err
+	})
+	r.StatusSettled = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("P1: hub status not settled after %s: %w", since(start), err)
+	}
+	after, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	r.PropagationWrites = after.WritesSince(before)
+	step("P1: every hub Application and report shows its clusters after %s", since(start))
+	return nil
+}
+
+// statusSettled says what does not show the clusters' status yet, or "": every hub
+// Application Synced, Healthy and with its resources, every ApplicationSet report
+// counting every cluster Synced and Healthy.
+func statusSettled(ctx context.Context, reader client.Reader, apps, clusters, appSets int) (string, error) {
+	list := argoapp.NewApplicationList()
+	if err := reader.List(ctx, list, client.InNamespace(sim.AppNamespace)); err != nil {
+		return "", err
+	}
+	if len(list.Items) != apps {
+		return fmt.Sprintf("%d Applications, want %d", len(list.Items), apps), nil
+	}
+	for i := range list.Items {
+		app := &list.Items[i]
+		syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+		resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+		if syncStatus != "Synced" || health != "Healthy" || len(resources) == 0 {
+			return fmt.Sprintf("%s: %s/%s with %d resources", app.GetName(), syncStatus, health, len(resources)), nil
+		}
+	}
+	reports := &appsv1alpha1.MulticlusterApplicationSetReportList{}
+	if err := reader.List(ctx, reports, client.InNamespace(sim.AppNamespace)); err != nil {
+		return "", err
+	}
+	if len(reports.Items) != appSets {
+		return fmt.Sprintf("%d reports, want %d", len(reports.Items), appSets), nil
+	}
+	want := strconv.Itoa(clusters)
+	for _, report := range reports.Items {
+		if s := report.Statuses.Summary; s.Clusters != want || s.Synced != want || s.Healthy != want {
+			return fmt.Sprintf("report %s: %+v", report.Name, s), nil
+		}
+	}
+	return "", nil
+}
+
+// measureSteadyState is the second half of P4: the hub writes while nothing changes.
+func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager, step func(string, ...any)) error {
+	// Let the last reconciles of P1 finish.
+	time.Sleep(5 * time.Second)
+	step("P4: counting writes for %s while nothing changes", r.Scale.SteadyWindow)
+	before, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	standInsBefore := standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(r.Scale.SteadyWindow):
+	}
+	after, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	r.SteadyWrites = after.WritesSince(before)
+	r.SteadyStandInWrites = standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() - standInsBefore
+	step("P4: steady state writes: %v", r.SteadyWrites)
+	return nil
+}
+
+// measureFreshness is P2 and the first half of P4: one change at a time in the report of
+// a random cluster's agent, each carrying its timestamp, until a watch of the hub
+// Applications and a watch of the ApplicationSet reports see it.
+func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, clusters []string,
+	appSets []*unstructured.Unstructured, step func(string, ...any)) error {
+	appWatch, err := watchChanges(ctx, hub.Config, argoapp.ApplicationGVK.GroupVersion().WithResource("applications"), sim.AppNamespace)
+	if err != nil {
+		return err
+	}
+	reportWatch, err := watchChanges(ctx, hub.Config, appsv1alpha1.GroupVersion.WithResource("multiclusterapplicationsetreports"), sim.AppNamespace)
+	if err != nil {
+		return err
+	}
+	before, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	reportsBefore := standIns.ReportWrites.Load()
+	step("P2: %d report changes, one at a time", r.Scale.Changes)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range r.Scale.Changes {
+		cluster := clusters[rng.IntN(len(clusters))]
+		app := sim.ApplicationName(appSets[rng.IntN(len(appSets))].GetName(), cluster)
+		standIns.Inject(cluster, app, argoapp.Condition{Type: "SyncError", Message: changeMessage(i, time.Now())})
+		err := waitFor(ctx, 30*time.Second, func() (bool, error) {
+			return appWatch.Seen(i) && reportWatch.Seen(i), nil
+		})
+		if err != nil {
+			r.ChangesLost = append(r.ChangesLost, fmt.Sprintf("change %d on %s/%s: seen on the app %t, in the report %t",
+				i, cluster, app, appWatch.Seen(i), reportWatch.Seen(i)))
+		}
+	}
+	after, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	r.ChangeWrites = after.WritesSince(before)
+	r.ChangeAgentWrites = standIns.ReportWrites.Load() - reportsBefore
+	r.AppLatencies, r.ReportLatencies = appWatch.Latencies(), reportWatch.Latencies()
+	step("P4: writes during P2: %v", r.ChangeWrites)
+	step("P2: app p50 %s p99 %s; report p50 %s p99 %s", percentile(r.AppLatencies, 50), percentile(r.AppLatencies, 99),
+		percentile(r.ReportLatencies, 50), percentile(r.ReportLatencies, 99))
+	return nil
+}
+
+// changeMarker prefixes the message of a measured change; changeMessage gives each its
+// number and its time.
+const changeMarker = "bench-change-"
+
+func changeMessage(i int, at time.Time) string {
+	return changeMarker + strconv.Itoa(i) + "@" + strconv.FormatInt(at.UnixNano(), 10) + " the sync failed"
+}
+
+// parseChanges returns the numbers and times of the changes in data.
+func parseChanges(data string) map[int]time.Time {
+	out := map[int]time.Time{}
+	for {
+		i := strings.Index(data, changeMarker)
+		if i < 0 {
+			return out
+		}
+		data = data[i+len(changeMarker):]
+		id, rest, ok := strings.Cut(data, "@")
+		if !ok {
+			return out
+		}
+		end := strings.IndexFunc(rest, func(c rune) bool { return c < '0' || c > '9' })
+		if end < 0 {
+			end = len(rest)
+		}
+		n, err1 := strconv.Atoi(id)
+		nanos, err2 := strconv.ParseInt(rest[:end], 10, 64)
+		if err1 == nil && err2 == nil {
+			out[n] = time.Unix(0, nanos)
+		}
+	}
+}

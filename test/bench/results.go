@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
+)
+
+// Results are the figures of one run.
+type Results struct {
+	Scale    Scale
+	Machine  Machine
+	Started  time.Time
+	Duration time.Duration
+
+	// AddonInstall is how long the addon framework took to deploy the agent everywhere.
+	AddonInstall time.Duration
+
+	// P1.
+	Apps              int
+	AppsCreated       time.Duration
+	Propagation       time.Duration
+	Works             sim.WorkCheck
+	StatusSettled     time.Duration
+	PropagationWrites sim.Requests
+
+	// P2 and P4.
+	AppLatencies, ReportLatencies []time.Duration
+	ChangesLost                   []string
+	ChangeWrites                  sim.Requests
+	ChangeAgentWrites             int64
+	SteadyWrites                  sim.Requests
+	SteadyStandInWrites           int64
+
+	// P3.
+	ManagerPeakRSS int64
+
+	// P5.
+	AgentFirstReport time.Duration
+	AgentLatencies   []time.Duration
+	AgentChangesLost []string
+	AgentPeakRSS     int64
+	AgentStatusBytes int
+	AgentSummary     string
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Cores     int
+	MemoryMiB int64
+	CPU       string
+	Go        string
+	Commit    string
+}
+
+func describeMachine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	m.MemoryMiB = procValue("/proc/meminfo", "MemTotal:") / 1024
+	m.CPU = procLine("/proc/cpuinfo", "model name")
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func procLine(path, prefix string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		if line := scanner.Text(); strings.HasPrefix(line, prefix) {
+			_, value, _ := strings.Cut(line, ":")
+			return strings.TrimSpace(value)
+		}
+	}
+	return "unknown"
+}
+
+func procValue(path, prefix string) int64 {
+	var n int64
+	fmt.Sscanf(strings.TrimSuffix(procLine(path, strings.TrimSuffix(prefix, ":")), " kB"), "%d", &n)
+	return n
+}
+
+// isLease and isAgentReport pick the writes that are not the manager's reaction to a
+// change: the leader's lease renewals and the (stand-in) agents' own reports.
+func isLease(key string) bool       { return key == "PUT leases" }
+func isAgentReport(key string) bool { return key == "APPLY managedclusteraddons/status" }
+
+// steadyPerMinute returns the writes per minute while nothing changed, without and with
+// the leader's lease renewals.
+func (r *Results) steadyPerMinute() (others, leases float64) {
+	minutes := r.Scale.SteadyWindow.Minutes()
+	return r.SteadyWrites.Without(isLease).Total() / minutes, r.SteadyWrites["PUT leases"] / minutes
+}
+
+// writesPerChange returns the manager's writes per measured change, and their breakdown.
+func (r *Results) writesPerChange() (float64, sim.Requests) {
+	manager := r.ChangeWrites.Without(func(key string) bool { return isLease(key) || isAgentReport(key) })
+	seen := len(r.ReportLatencies)
+	if seen == 0 {
+		return 0, manager
+	}
+	return manager.Total() / float64(seen), manager
+}
+
+// Problems are the wrong results: what make test's smoke run fails on.
+func (r *Results) Problems() []string {
+	var problems []string
+	if !r.Works.OK() {
+		problems = append(problems, "P1: "+r.Works.String())
+	}
+	problems = append(problems, r.ChangesLost...)
+	problems = append(problems, r.AgentChangesLost...)
+	if r.SteadyStandInWrites != 0 {
+		problems = append(problems, fmt.Sprintf("P4: the stand-ins wrote %d times while nothing changed; the steady state is not steady", r.SteadyStandInWrites))
+	}
+	return problems
+}
+
+// row is one figure of the table.
+type row struct{ figure, target, result string }
+
+func (r *Results) rows() []row {
+	others, leases := r.steadyPerMinute()
+	perChange, _ := r.writesPerChange()
+	latencies := func(d []time.Duration) string {
+		return fmt.Sprintf("p50 %s, p95 %s, p99 %s (%d changes)", percentile(d, 50), percentile(d, 95), percentile(d, 99), len(d))
+	}
+	return []row{
+		{"P1 propagation", "≤ 60 s", fmt.Sprintf("%s for %d apps on %d clusters: %.0f apps/s (creating them took %s)",
+			r.Propagation.Round(100*time.Millisecond), r.Apps, r.Scale.Clusters, float64(r.Apps)/r.Propagation.Seconds(), r.AppsCreated.Round(100*time.Millisecond))},
+		{"P1 status on the hub", "", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy", r.StatusSettled.Round(100*time.Millisecond))},
+		{"P2 freshness, hub Application", "p99 ≤ 3 s", latencies(r.AppLatencies)},
+		{"P2 freshness, ApplicationSet report", "p99 ≤ 3 s", latencies(r.ReportLatencies)},
+		{"P3 manager peak RSS", "≤ 256 MiB", mib(r.ManagerPeakRSS)},
+		{"P4 writes per change", "", fmt.Sprintf("%.2f hub writes by the manager per report change", perChange)},
+		{"P4 steady state", "0 writes/min", fmt.Sprintf("%.1f writes/min, plus %.0f/min leader lease renewals", others, leases)},
+		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps", mib(r.AgentPeakRSS), r.Scale.AgentApps)},
+		{"P5 agent publish latency", "", latencies(r.AgentLatencies)},
+		{"P5 agent status size", "", fmt.Sprintf("%d bytes of ManagedClusterAddOn status (first complete report after %s)", r.AgentStatusBytes, r.AgentFirstReport.Round(100*time.Millisecond))},
+	}
+}
+
+// Table is the results as a plain text table.
+func (r *Results) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nscale %s: %d clusters, %d apps; %d cores, %d MiB; %s\n", r.Scale.Name, r.Scale.Clusters,
+		r.Scale.Clusters*r.Scale.ApplicationSets, r.Machine.Cores, r.Machine.MemoryMiB, r.Started.UTC().Format(time.RFC3339))
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "FIGURE\tTARGET\tRESULT")
+	for _, row := range r.rows() {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", row.figure, row.target, row.result)
+	}
+	w.Flush()
+	if problems := r.Problems(); len(problems) > 0 {
+		fmt.Fprintf(&b, "wrong results:\n  %s\n", strings.Join(problems, "\n  "))
+	}
+	return b.String()
+}
+
+// Markdown is the results as docs/benchmarks.md.
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Benchmarks
+
+Written by `+"`make bench`"+` (test/bench) on %s. Rerun it to refresh this page; the
+method is in the package documentation of test/bench and below.
+
+**Machine:** %d cores (%s), %d MiB of memory, %s, commit %s. The machine is shared and
+noisy: compare ratios and medians, not single figures.
+
+**Scale %s:** one real kube-apiserver and etcd; %d simulated managed clusters (namespace,
+ManagedCluster, ManagedClusterAddOn, PlacementDecisions), %d ApplicationSets with one
+pulled Application per cluster (%d Applications); the real addon-manager as a process
+(leader election on, as the chart runs it); in-process stand-ins for the work agent
+(applies every work, writes the Application's status feedback) and for every cluster's
+agent (publishes its report with pkg/clusterreport, server-side, as pkg/spoke does). P5
+runs the real agent binary against a second apiserver. The whole run took %s.
+
+| Figure | Target | Result |
+|---|---|---|
+`, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryMiB, r.Machine.Go, r.Machine.Commit,
+		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Duration.Round(time.Second))
+	for _, row := range r.rows() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", row.figure, row.target, row.result)
+	}
+	_, perChange := r.writesPerChange()
+	fmt.Fprintf(&b, `
+## How each figure is taken
+
+- **P1** starts before the first Application is created and ends when every work is
+  correct: exactly one ManifestWork per Application, in its cluster's namespace, named and
+  rendered as the manager renders it now, and no orphaned work (test/sim CheckWorks, on a
+  watch-fed cache). The addon framework has already deployed the agent to every cluster
+  (%s). Hub writes during P1, by the apiserver's apiserver_request_total: %s.
+- **P2** changes the report of one random cluster's agent at a time: an Argo CD SyncError
+  whose message carries the change's number and timestamp. Two watches, on the hub
+  Applications and on the MulticlusterApplicationSetReports, record when each first shows
+  it. Latency = seen - timestamp, in one process clock.
+- **P3** is the manager's VmHWM (peak resident set) at the end of P1, P2 and P4.
+- **P4** counts the apiserver's write requests (POST, PUT, PATCH, APPLY, DELETE) during
+  P2, without the agents' own report writes and the leader's lease renewals, per change
+  seen: %s. The steady state counts them for %s after everything settled, with nothing
+  changing: %s.
+- **P5** runs the agent binary against its own apiserver with %d local Applications of
+  3 resources each, and a hub with admin credentials; its peak RSS (VmHWM), the time of
+  each change (a SyncError set on a local Application) until the hub's
+  ManagedClusterAddOn shows it, and the JSON size of that status. The agent's summary: %q.
+`, r.AddonInstall.Round(100*time.Millisecond), r.PropagationWrites, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
+		r.Scale.AgentApps, r.AgentSummary)
+	if problems := r.Problems(); len(problems) > 0 {
+		fmt.Fprintf(&b, "\n## Wrong results\n\n- %s\n", strings.Join(problems, "\n- "))
+	}
+	return b.String()
+}
+
+func mib(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20)) }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
+)
+
+// parallelWrites is how many requests the simulation sends at once while it sets up
+// clusters and Applications.
+const parallelWrites = 16
+
+// standInWorkers is the concurrency of each stand-in controller.
+const standInWorkers = 8
+
+// run runs every phase at scale and returns what it measured. The results hold what was
+// measured before an error.
+func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
+	r := &Results{Scale: scale, Machine: describeMachine(), Started: time.Now()}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	step := func(format string, args ...any) {
+		fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	step("building the manager and the agent")
+	managerBin, agentBin, err := sim.BuildBinaries(dir)
+	if err != nil {
+		return nil, err
+	}
+	step("starting the hub apiserver")
+	hub, err := sim.StartHub(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer hub.Stop()
+
+	start := time.Now()
+	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)
+	if err != nil {
+		return r, err
+	}
+	appSets, err := hub.CreateApplicationSets(ctx, scale.ApplicationSets)
+	if err != nil {
+		return r, err
+	}
+	step("created %d simulated clusters in %s", len(clusters), since(start))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	standIns, err := hub.StartStandIns(ctx, standInWorkers)
+	if err != nil {
+		return r, err
+	}
+	kubeconfig, err := hub.Kubeconfig("bench-manager", "system:masters")
+	if err != nil {
+		return r, err
+	}
+	step("starting the manager")
+	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig)
+	if err != nil {
+		return r, err
+	}
+	defer manager.Stop(30 * time.Second)
+	// The addon framework installs the agent on every cluster first, as it would long
+	// before the first Application: its deploy work per cluster.
+	start = time.Now()
+	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+		n, err := countWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool {
+			return w.Annotations[argoapp.AnnotationHubApplicationName] == ""
+		})
+		return n >= len(clusters), err
+	}); err != nil {
+		return r, fmt.Errorf("the addon framework did not deploy the agent to every cluster: %w", err)
+	}
+	r.AddonInstall = time.Since(start)
+	step("the addon framework deployed %d agents in %s", len(clusters), since(start))
+
+	if err := measurePropagation(ctx, r, hub, standIns, appSets, clusters, step); err != nil {
+		return r, err
+	}
+	if err := measureSteadyState(ctx, r, hub, standIns, manager, step); err != nil {
+		return r, err
+	}
+	if err := measureFreshness(ctx, r, hub, standIns, clusters, appSets, step); err != nil {
+		return r, err
+	}
+	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
+		return r, err
+	}
+	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
+		return r, err
+	}
+	r.Duration = time.Since(r.Started)
+	return r, nil
+}
+
+// waitFor polls done every half second until it is true, or timeout.
+func waitFor(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var lastErr error
+	for {
+		ok, err := done()
+		if ok && err == nil {
+			return nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), lastErr)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func countWorks(ctx context.Context, reader client.Reader, match func(*workv1.ManifestWork) bool) (int, error) {
+	works := &workv1.ManifestWorkList{}
+	if err := reader.List(ctx, works); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range works.Items {
+		if match(&works.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }

@@ -1,0 +1,184 @@
+package sim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is a binary the simulation runs as a process, as a kubelet would run its
+// container: the addon-manager or an agent.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// StartProcess starts path with args and the extra environment; its output goes to
+// <dir>/<name>.log. The process dies with the caller.
+func StartProcess(dir, name, path string, args, env []string) (*Process, error) {
+	logFile, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Kill kills the process with SIGKILL, as an OOM kill or a node loss would, and waits
+// for it.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM, as a kubelet does, and SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// PeakRSS returns the peak resident set size of the running process (VmHWM), in bytes.
+func (p *Process) PeakRSS() (int64, error) { return procStatusBytes(p.Pid(), "VmHWM:") }
+
+// RSS returns the resident set size of the running process (VmRSS), in bytes.
+func (p *Process) RSS() (int64, error) { return procStatusBytes(p.Pid(), "VmRSS:") }
+
+func procStatusBytes(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.HasPrefix(line, field) {
+			continue
+		}
+		fields := strings.Fields(strings.TrimPrefix(line, field))
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("unexpected %q in /proc/%d/status", line, pid)
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		return kb * 1024, err
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// Manager is the addon-manager running as a process.
+type Manager struct {
+	*Process
+	// MetricsAddr and PprofAddr are where its metrics and pprof listen.
+	MetricsAddr, PprofAddr string
+}
+
+// StartManager starts the addon-manager binary against the hub with kubeconfig, with
+// leader election on as the chart deploys it, and waits until it is ready. args are added
+// to the flags.
+func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...string) (*Manager, error) {
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	probe := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	m := &Manager{MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), PprofAddr: fmt.Sprintf("127.0.0.1:%d", ports[2])}
+	flags := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=true", "--leader-election-namespace=" + ManagerNamespace,
+		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr,
+		"--pprof-bind-address=" + m.PprofAddr,
+	}, args...)
+	if m.Process, err = StartProcess(dir, "manager", binary, flags, nil); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, m.Process, "http://"+probe+"/readyz"); err != nil {
+		m.Kill()
+		return nil, err
+	}
+	return m, nil
+}
+
+// waitReady polls url until it answers 200, or the process exits.
+func waitReady(ctx context.Context, p *Process, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before it was ready: %v (see its log)", p.Name, err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s: %w", p.Name, url, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// FreePorts returns n distinct free TCP ports on loopback.
+func FreePorts(n int) ([]int, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("find a free port: %w", err))
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

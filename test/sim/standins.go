@@ -1,0 +1,280 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
+)
+
+// SyncRevision is the revision every simulated Argo CD reports as synced.
+const SyncRevision = "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"
+
+// resourcesPerApp are the resources each simulated Application deploys, as the agent
+// reports them.
+var resourcesPerApp = []argoapp.ResourceStatus{
+	{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web", Status: "Synced", Health: argoapp.HealthStatus{Status: "Healthy"}},
+	{Version: "v1", Kind: "Service", Name: "web", Status: "Synced", Health: argoapp.HealthStatus{Status: "Healthy"}},
+	{Version: "v1", Kind: "ConfigMap", Name: "web-config", Status: "Synced"},
+}
+
+// StandIns are the work agent and the addon agents of every simulated cluster, as
+// controllers of one in-process controller-runtime manager.
+type StandIns struct {
+	hub     *Hub
+	mgr     ctrl.Manager
+	publish chan event.TypedGenericEvent[string]
+
+	mu sync.Mutex
+	// injected holds, per cluster and hub Application name, Argo CD conditions that the
+	// cluster's agent reports on top of a synced and healthy state.
+	injected map[string]map[string][]argoapp.Condition
+	// published is the last report each cluster's agent applied, by cluster.
+	published map[string][]metav1.Condition
+
+	// Writes counts the stand-ins' own writes to the hub, to tell them from the
+	// manager's in the apiserver's request counts.
+	WorkStatusWrites atomic.Int64
+	ReportWrites     atomic.Int64
+}
+
+// StartStandIns starts the stand-ins; they stop with ctx.
+func (h *Hub) StartStandIns(ctx context.Context, workers int) (*StandIns, error) {
+	mgr, err := ctrl.NewManager(h.Config, ctrl.Options{
+		Scheme:                 h.Env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &StandIns{
+		hub: h, mgr: mgr, publish: make(chan event.TypedGenericEvent[string], 1024),
+		injected: map[string]map[string][]argoapp.Condition{}, published: map[string][]metav1.Condition{},
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("sim-work-agent").
+		For(&workv1.ManifestWork{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(reconcile.Func(s.reconcileWork)); err != nil {
+		return nil, err
+	}
+	// The agents: one queue item per cluster, from its works and from Inject.
+	agents, err := controller.NewTyped[string]("sim-agents", mgr, controller.TypedOptions[string]{
+		MaxConcurrentReconciles: workers, Reconciler: reconcile.TypedFunc[string](s.reconcileAgent),
+	})
+	if err != nil {
+		return nil, err
+	}
+	workToCluster := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, w *workv1.ManifestWork) []string {
+		return []string{w.Namespace}
+	})
+	if err := agents.Watch(source.TypedKind(mgr.GetCache(), &workv1.ManifestWork{}, workToCluster)); err != nil {
+		return nil, err
+	}
+	if err := agents.Watch(source.TypedChannel(s.publish, handler.TypedFuncs[string, string]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[string]) {
+			q.Add(e.Object)
+		},
+	})); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			ctrl.Log.Error(err, "the stand-ins stopped")
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the stand-ins' cache did not sync")
+	}
+	return s, nil
+}
+
+// reconcileWork plays the work agent: it marks the work applied and available at its
+// generation, and reports the status feedback of its Argo CD Application as synced and
+// healthy.
+func (s *StandIns) reconcileWork(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	work := &workv1.ManifestWork{}
+	if err := s.mgr.GetClient().Get(ctx, req.NamespacedName, work); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	applied := meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied)
+	if work.DeletionTimestamp != nil || applied != nil && applied.ObservedGeneration == work.Generation {
+		return reconcile.Result{}, nil
+	}
+	var manifests []workv1.ManifestCondition
+	for i, m := range work.Spec.Workload.Manifests {
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(m.Raw); err != nil {
+			return reconcile.Result{}, fmt.Errorf("decode manifest %d of work %s: %w", i, req, err)
+		}
+		gvk := obj.GroupVersionKind()
+		mc := workv1.ManifestCondition{
+			ResourceMeta: workv1.ManifestResourceMeta{
+				Ordinal: int32(i), Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
+				Resource: strings.ToLower(gvk.Kind) + "s", Name: obj.GetName(), Namespace: obj.GetNamespace(),
+			},
+			Conditions: []metav1.Condition{
+				{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()},
+				{Type: workv1.ManifestAvailable, Status: metav1.ConditionTrue, Reason: "ResourceAvailable", Message: "Resource is available", LastTransitionTime: metav1.Now()},
+			},
+		}
+		if gvk.GroupKind() == argoapp.ApplicationGVK.GroupKind() {
+			mc.StatusFeedbacks.Values = []workv1.FeedbackValue{
+				feedback(argoapp.FeedbackHealthStatus, "Healthy"),
+				feedback(argoapp.FeedbackSyncStatus, "Synced"),
+				feedback(argoapp.FeedbackSyncRevision, SyncRevision),
+				feedback(argoapp.FeedbackOperationStatePhase, "Succeeded"),
+				feedback(argoapp.FeedbackOperationStateStartedAt, work.CreationTimestamp.UTC().Format(time.RFC3339)),
+			}
+		}
+		manifests = append(manifests, mc)
+	}
+	work.Status.ResourceStatus.Manifests = manifests
+	for _, t := range []string{workv1.WorkApplied, workv1.WorkAvailable} {
+		meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
+			Type: t, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
+			Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
+		})
+	}
+	if err := s.mgr.GetClient().Status().Update(ctx, work); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s.WorkStatusWrites.Add(1)
+	return reconcile.Result{}, nil
+}
+
+func feedback(name, value string) workv1.FeedbackValue {
+	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(value)}}
+}
+
+// Inject makes the agent of cluster report conditions for the hub Application
+// appName, and publish now.
+func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Condition) {
+	s.mu.Lock()
+	if s.injected[cluster] == nil {
+		s.injected[cluster] = map[string][]argoapp.Condition{}
+	}
+	s.injected[cluster][appName] = conditions
+	s.mu.Unlock()
+	s.publish <- event.TypedGenericEvent[string]{Object: cluster}
+}
+
+// reconcileAgent plays the addon agent of one cluster: it reports the cluster's pulled
+// Applications, as the work agent applied them, synced and healthy, with their
+// resources and any injected conditions, and applies the report when it changed.
+func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcile.Result, error) {
+	works := &workv1.ManifestWorkList{}
+	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.mu.Lock()
+	injected := s.injected[cluster]
+	s.mu.Unlock()
+	var report clusterreport.Report
+	for i := range works.Items {
+		app, ok := reportedApp(&works.Items[i], injected)
+		if ok {
+			report.Apps = append(report.Apps, app)
+		}
+	}
+	if len(report.Apps) == 0 && s.lastPublished(cluster) == nil {
+		return reconcile.Result{}, nil
+	}
+	encoding, err := clusterreport.Encode(report)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("encode the report of %s: %w", cluster, err)
+	}
+	if slices.EqualFunc(encoding.Conditions, s.lastPublished(cluster), sameCondition) {
+		return reconcile.Result{}, nil
+	}
+	now := metav1.Now()
+	conditions := slices.Clone(encoding.Conditions)
+	for i := range conditions {
+		conditions[i].LastTransitionTime = now
+	}
+	body, err := spoke.ReportApplyPatch(AddonName, cluster, conditions)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: AddonName, Namespace: cluster}}
+	if err := s.mgr.GetClient().Status().Patch(ctx, addon, client.RawPatch(types.ApplyPatchType, body),
+		client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("apply the report of %s: %w", cluster, err)
+	}
+	s.ReportWrites.Add(1)
+	s.mu.Lock()
+	s.published[cluster] = encoding.Conditions
+	s.mu.Unlock()
+	return reconcile.Result{}, nil
+}
+
+func (s *StandIns) lastPublished(cluster string) []metav1.Condition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.published[cluster]
+}
+
+func sameCondition(a, b metav1.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+}
+
+// reportedApp is the agent's report of the Application that work carries, once applied.
+func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condition) (clusterreport.App, bool) {
+	hubName := work.Annotations[argoapp.AnnotationHubApplicationName]
+	if hubName == "" || meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied) == nil || work.DeletionTimestamp != nil {
+		return clusterreport.App{}, false
+	}
+	for _, m := range work.Spec.Workload.Manifests {
+		var payload struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Metadata   metav1.ObjectMeta `json:"metadata"`
+		}
+		if json.Unmarshal(m.Raw, &payload) != nil || payload.Kind != argoapp.KindApplication {
+			continue
+		}
+		return clusterreport.App{
+			Namespace: payload.Metadata.Namespace, Name: payload.Metadata.Name,
+			HubNamespace: work.Annotations[argoapp.AnnotationHubApplicationNamespace], HubName: hubName,
+			ApplicationSet: work.Annotations[argoapp.AnnotationHostingApplicationSet],
+			ManifestWork:   work.Name,
+			Sync:           argoapp.SyncStatus{Status: "Synced", Revision: SyncRevision},
+			Health:         argoapp.HealthStatus{Status: "Healthy"},
+			Resources:      slices.Clone(resourcesPerApp),
+			Conditions:     injected[hubName],
+			ObservedAt:     work.CreationTimestamp.UTC(),
+		}, true
+	}
+	return clusterreport.App{}, false
+}
+
+// Reader reads from the stand-ins' cache: the ManifestWorks, and whatever else a List
+// asks for, kept current by watches.
+func (s *StandIns) Reader() client.Reader { return s.mgr.GetCache() }
