@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
@@ -93,7 +94,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, opts: opts, progressingSince: map[types.NamespacedName]time.Time{}}
+	r := &reconciler{client: c, apiReader: mgr.GetAPIReader(), opts: opts, progressingSince: map[types.NamespacedName]time.Time{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
@@ -109,7 +110,9 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 
 type reconciler struct {
 	client client.Client
-	opts   Options
+	// apiReader reads from the apiserver, past the cache, to retry a conflict.
+	apiReader client.Reader
+	opts      Options
 
 	mu sync.Mutex
 	// progressingSince is when this controller wrote a Progressing before Healthy.
@@ -180,19 +183,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, desired Desired, requeue time.Duration) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(app)
 	updated := app.DeepCopy()
-	changed, holding := ApplyStatus(updated, desired, time.Now())
+	holding := false
+	// The status goes through the main resource: the Application CRD has no status
+	// subresource. The propagation controller ignores status-only changes.
+	wrote, err := apppatch.MergePatch(ctx, r.client, r.apiReader, updated, func(a *unstructured.Unstructured) (bool, error) {
+		changed, hold := ApplyStatus(a, desired, time.Now())
+		holding = hold
+		return changed, nil
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("patch the status of application %s: %w", key, err)
+	}
 	if holding {
 		requeue = r.opts.ProgressingHold
 	}
-	if changed {
-		// A merge patch of the status, with the resourceVersion read: a concurrent write
-		// is a conflict, retried from the latest state. The Application CRD has no status
-		// subresource, so the status goes through the main resource; the propagation
-		// controller ignores status-only changes.
-		patch := client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})
-		if err := r.client.Patch(ctx, updated, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("patch the status of application %s: %w", key, err)
-		}
+	if wrote {
 		if holding {
 			r.mu.Lock()
 			r.progressingSince[key] = time.Now()

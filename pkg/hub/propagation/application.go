@@ -18,13 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 )
 
 // maxEventNoteLength bounds the note of an Event; the events API refuses longer ones.
@@ -57,30 +57,10 @@ func (r *reconciler) report(ctx context.Context, app *unstructured.Unstructured,
 	return nil
 }
 
-// patchApplication applies mutate to app and, when it reports a change, patches the
-// change with optimistic locking: a merge patch replaces lists whole (finalizers,
-// status.conditions), so it must not overwrite a concurrent write. On a conflict it
-// reads the Application again from the apiserver and retries. app holds the result.
-func (r *reconciler) patchApplication(ctx context.Context, app *unstructured.Unstructured, mutate func(*unstructured.Unstructured) (bool, error)) error {
-	key := client.ObjectKeyFromObject(app)
-	reread := false
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if reread {
-			fresh := argoapp.NewApplication()
-			if err := r.apiReader.Get(ctx, key, fresh); err != nil {
-				return err
-			}
-			app.Object = fresh.Object
-		}
-		reread = true
-		before := app.DeepCopy()
-		changed, err := mutate(app)
-		if err != nil || !changed {
-			return err
-		}
-		return r.client.Patch(ctx, app, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}),
-			client.FieldOwner(FieldManager))
-	})
+// patchApplication applies mutate to app and patches the change (see apppatch).
+func (r *reconciler) patchApplication(ctx context.Context, app *unstructured.Unstructured, mutate apppatch.Mutation) error {
+	_, err := apppatch.MergePatch(ctx, r.client, r.apiReader, app, mutate, client.FieldOwner(FieldManager))
+	return err
 }
 
 // addFinalizer adds the clean-up finalizer.
