@@ -42,6 +42,9 @@ import (
 // ControllerName names the report controller: its logs, metrics and Events.
 const ControllerName = "argocd-pull-report"
 
+// FieldManager is the server-side apply field manager of the reports.
+const FieldManager = ControllerName
+
 // ReasonInvalidAgentReport is the reason of the Warning Event on a ManagedClusterAddOn
 // whose agent report (or part of it) cannot be decoded.
 const ReasonInvalidAgentReport = "InvalidAgentReport"
@@ -195,39 +198,53 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
-	desired := current.DeepCopy()
-	if !exists {
-		desired = &appsv1alpha1.MulticlusterApplicationSetReport{
-			ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace},
-		}
-	}
-	desired.Statuses = RenderStatuses(req.Namespace, apps)
-	if exists {
-		desired.Statuses.LastUpdateTime = current.Statuses.LastUpdateTime
-	}
-	if desired.Labels == nil {
-		desired.Labels = map[string]string{}
-	}
-	desired.Labels[appsv1alpha1.LabelHostingApplicationSet] = HostingApplicationSetLabelValue(req.Namespace, req.Name)
-	setOwner(desired, appSet)
-	if exists && equality.Semantic.DeepEqual(current, desired) {
+	statuses := RenderStatuses(req.Namespace, apps)
+	if exists && reportUpToDate(current, appSet, statuses) {
 		return ctrl.Result{}, nil
 	}
-	desired.Statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
-	if !exists {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return ctrl.Result{}, fmt.Errorf("create report %s: %w", req, err)
-		}
-		log.V(1).Info("created report", "report", req, "clusters", desired.Statuses.Summary.Clusters)
-		return ctrl.Result{}, nil
+	statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	// Server-side apply of the fields this controller owns: no resourceVersion, so a
+	// cache that has not caught up with the last write cannot make it conflict, and
+	// whatever else is on the report (labels, annotations of other writers) stays.
+	desired, err := reportApplyConfiguration(req.NamespacedName, appSet, statuses)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	// An update carries the resourceVersion read: a concurrent change is a conflict,
-	// retried with backoff from the latest state.
-	if err := r.client.Update(ctx, desired); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update report %s: %w", req, err)
+	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
-	log.V(1).Info("updated report", "report", req, "clusters", desired.Statuses.Summary.Clusters)
+	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
 	return ctrl.Result{}, nil
+}
+
+// reportUpToDate reports whether the report already holds statuses, its ApplicationSet
+// label and its owner.
+func reportUpToDate(current *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) bool {
+	have := current.Statuses
+	have.LastUpdateTime = nil
+	return equality.Semantic.DeepEqual(have, statuses) &&
+		current.Labels[appsv1alpha1.LabelHostingApplicationSet] == HostingApplicationSetLabelValue(appSet.GetNamespace(), appSet.GetName()) &&
+		isOwnedBy(current, appSet)
+}
+
+// reportApplyConfiguration is the report of the ApplicationSet key with statuses, as
+// the fields this controller applies: its label, its owner and the statuses.
+func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) (runtime.ApplyConfiguration, error) {
+	report := &appsv1alpha1.MulticlusterApplicationSetReport{
+		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels: map[string]string{appsv1alpha1.LabelHostingApplicationSet: HostingApplicationSetLabelValue(key.Namespace, key.Name)},
+		},
+		Statuses: statuses,
+	}
+	setOwner(report, appSet)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(report)
+	if err != nil {
+		return nil, fmt.Errorf("encode report %s: %w", key, err)
+	}
+	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+	return client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: obj}), nil
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
