@@ -14,7 +14,8 @@ TOOL_SETS  := etcd k8s ocm argocd helm clusteradm controller-gen
 # The tools the fleet runs; helm and clusteradm are for the install-path e2e tests.
 FLEET_TOOLS := etcd k8s ocm argocd
 GO_TEST_FLAGS ?=
-FUZZTIME ?= 10s
+FUZZTIME ?= 5s
+FUZZ_LONG ?= 3m
 
 export KUBEBUILDER_ASSETS := $(BIN_DIR)
 
@@ -43,8 +44,12 @@ test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiser
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 
 .PHONY: test-fuzz
-test-fuzz: ## Fuzz the hub's decoder of agent reports briefly (FUZZTIME, default 10s)
-	go test -run '^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./pkg/clusterreport
+test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
+	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for minutes (FUZZ_LONG each, default 3m)
+	hack/fuzz.sh $(FUZZ_LONG)
 
 .PHONY: test-e2e
 test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
