@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 )
