@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -20,7 +24,7 @@ import (
 // measurePropagation is P1: it creates every Application and waits until every work is
 // correct; then until every hub Application and ApplicationSet report shows the
 // clusters' status.
-func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns,
+func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager,
 	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
 	before, err := hub.RequestCounts(ctx)
 	if err != nil {
@@ -64,6 +68,9 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	r.PropagationWrites = after.WritesSince(before)
+	if err := saveManagerMetrics(ctx, manager, filepath.Join(hub.Dir, "manager-metrics-p1.txt")); err != nil {
+		return err
+	}
 	step("P1: every hub Application and report shows its clusters after %s", since(start))
 	return nil
 }
@@ -205,4 +212,23 @@ func parseChanges(data string) map[int]time.Time {
 			out[n] = time.Unix(0, nanos)
 		}
 	}
+}
+
+// saveManagerMetrics keeps the manager's own metrics (reconciles, errors, queue times)
+// next to its log, to explain a figure.
+func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+manager.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("read the manager's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }

@@ -87,7 +87,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	r.AddonInstall = time.Since(start)
 	step("the addon framework deployed %d agents in %s", len(clusters), since(start))
 
-	if err := measurePropagation(ctx, r, hub, standIns, appSets, clusters, step); err != nil {
+	if err := measurePropagation(ctx, r, hub, standIns, manager, appSets, clusters, step); err != nil {
 		return r, err
 	}
 	if err := measureSteadyState(ctx, r, hub, standIns, manager, step); err != nil {

@@ -8,9 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // decisionsPerPlacementDecision is how many clusters OCM's placement controller puts in
@@ -65,12 +67,19 @@ func (h *Hub) CreateCluster(ctx context.Context, name string) error {
 	if err := createIgnoringExisting(ctx, h.Client, addon); err != nil {
 		return err
 	}
-	// What the klusterlet's registration agent sets while the agent renews its lease.
-	meta.SetStatusCondition(&addon.Status.Conditions, metav1.Condition{
-		Type: addonv1beta1.ManagedClusterAddOnConditionAvailable, Status: metav1.ConditionTrue,
-		Reason: "ManagedClusterAddOnLeaseUpdated", Message: "the agent of the simulated cluster is available",
+	// What the klusterlet's registration agent sets while the agent renews its lease. The
+	// addon framework writes the status too.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := h.Client.Get(ctx, client.ObjectKeyFromObject(addon), addon); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&addon.Status.Conditions, metav1.Condition{
+			Type: addonv1beta1.ManagedClusterAddOnConditionAvailable, Status: metav1.ConditionTrue,
+			Reason: "ManagedClusterAddOnLeaseUpdated", Message: "the agent of the simulated cluster is available",
+		})
+		return h.Client.Status().Update(ctx, addon)
 	})
-	if err := h.Client.Status().Update(ctx, addon); err != nil {
+	if err != nil {
 		return fmt.Errorf("mark the addon of %s available: %w", name, err)
 	}
 	return nil
