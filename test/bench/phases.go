@@ -4,17 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -56,7 +55,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	step("P1: every work correct after %s (%.0f apps/s)", since(start), float64(r.Apps)/r.Propagation.Seconds())
 
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
-		settled, err := statusSettled(ctx, reader, len(keys), len(clusters), len(appSets))
+		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets))
 		return settled == "", err
 	})
 	r.StatusSettled = time.Since(start)
@@ -73,42 +72,6 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	}
 	step("P1: every hub Application and report shows its clusters after %s", since(start))
 	return nil
-}
-
-// statusSettled says what does not show the clusters' status yet, or "": every hub
-// Application Synced, Healthy and with its resources, every ApplicationSet report
-// counting every cluster Synced and Healthy.
-func statusSettled(ctx context.Context, reader client.Reader, apps, clusters, appSets int) (string, error) {
-	list := argoapp.NewApplicationList()
-	if err := reader.List(ctx, list, client.InNamespace(sim.AppNamespace)); err != nil {
-		return "", err
-	}
-	if len(list.Items) != apps {
-		return fmt.Sprintf("%d Applications, want %d", len(list.Items), apps), nil
-	}
-	for i := range list.Items {
-		app := &list.Items[i]
-		syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
-		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
-		resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-		if syncStatus != "Synced" || health != "Healthy" || len(resources) == 0 {
-			return fmt.Sprintf("%s: %s/%s with %d resources", app.GetName(), syncStatus, health, len(resources)), nil
-		}
-	}
-	reports := &appsv1alpha1.MulticlusterApplicationSetReportList{}
-	if err := reader.List(ctx, reports, client.InNamespace(sim.AppNamespace)); err != nil {
-		return "", err
-	}
-	if len(reports.Items) != appSets {
-		return fmt.Sprintf("%d reports, want %d", len(reports.Items), appSets), nil
-	}
-	want := strconv.Itoa(clusters)
-	for _, report := range reports.Items {
-		if s := report.Statuses.Summary; s.Clusters != want || s.Synced != want || s.Healthy != want {
-			return fmt.Sprintf("report %s: %+v", report.Name, s), nil
-		}
-	}
-	return "", nil
 }
 
 // measureSteadyState is the second half of P4: the hub writes while nothing changes.
