@@ -33,6 +33,7 @@ func main() {
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")
 	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
+	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "shortest time between two writes of one MulticlusterApplicationSetReport; changes in between go into the next write")
 	flag.DurationVar(&opts.GracefulShutdown, "graceful-shutdown-timeout", opts.GracefulShutdown, "how long controllers get to finish on shutdown")
 	klog.InitFlags(nil) // -v and the other klog flags
 	flag.Parse()

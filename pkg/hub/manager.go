@@ -63,6 +63,9 @@ type Options struct {
 	RequirePlacementBinding bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
+	// ReportWriteInterval is the shortest time between two writes of one
+	// MulticlusterApplicationSetReport.
+	ReportWriteInterval time.Duration
 	// AgentImage is the image of the agent the addon framework deploys to each cluster.
 	AgentImage string
 	// AgentWatchNamespaces are the namespaces of the managed clusters' Argo CD, where the
@@ -90,6 +93,7 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		Concurrency:             4,
+		ReportWriteInterval:     report.DefaultWriteInterval,
 		AgentImage:              DefaultAgentImage,
 		AgentWatchNamespaces:    []string{"argocd"},
 		GracefulShutdown:        30 * time.Second,
@@ -153,6 +157,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	agentReports := observed.NewReports()
 	reportOpts := report.Options{
 		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,
+		WriteInterval: opts.ReportWriteInterval,
 	}
 	appStatusOpts := appstatus.Options{
 		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +63,15 @@ type Options struct {
 	// Reports decodes the agents' reports; share one with the status mirror. Nil means
 	// a cache of the controller's own.
 	Reports *observed.Reports
+	// WriteInterval is the shortest time between two writes of one report; the changes
+	// in between go into the next write. A report of a thousand clusters is hundreds of
+	// kilobytes, and every app of the ApplicationSet changes it while it rolls out. Zero
+	// means DefaultWriteInterval; negative means no limit.
+	WriteInterval time.Duration
 }
+
+// DefaultWriteInterval is the default Options.WriteInterval.
+const DefaultWriteInterval = time.Second
 
 func (o Options) withDefaults() Options {
 	if o.AddonName == "" {
@@ -73,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Reports == nil {
 		o.Reports = observed.NewReports()
+	}
+	if o.WriteInterval == 0 {
+		o.WriteInterval = DefaultWriteInterval
 	}
 	return o
 }
@@ -143,7 +155,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts}
+	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, lastWrite: map[types.NamespacedName]time.Time{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
@@ -166,6 +178,32 @@ type reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+
+	mu sync.Mutex
+	// lastWrite is when each report was last written, for WriteInterval.
+	lastWrite map[types.NamespacedName]time.Time
+}
+
+// untilWritable returns how long the report key must wait for its next write.
+func (r *reconciler) untilWritable(key types.NamespacedName) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.lastWrite[key]
+	if !ok || r.opts.WriteInterval < 0 {
+		return 0
+	}
+	return r.opts.WriteInterval - time.Since(last)
+}
+
+// wrote records a write of the report key now, or forgets it when gone is true.
+func (r *reconciler) wrote(key types.NamespacedName, gone bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gone {
+		delete(r.lastWrite, key)
+	} else {
+		r.lastWrite[key] = time.Now()
+	}
 }
 
 // Reconcile renders the report of one ApplicationSet and writes it when it changed.
@@ -174,9 +212,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
+	// Changes coalesce into one write per WriteInterval; the queue holds the key once.
+	if wait := r.untilWritable(req.NamespacedName); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	appSet := argoapp.NewApplicationSet()
 	if err := r.client.Get(ctx, req.NamespacedName, appSet); err != nil {
 		// Gone: the garbage collector deletes the report through its ownerReference.
+		if apierrors.IsNotFound(err) {
+			r.wrote(req.NamespacedName, true)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	apps, err := r.clusterApps(ctx, req.NamespacedName)
@@ -213,6 +258,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
+	r.wrote(req.NamespacedName, false)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
 	return ctrl.Result{}, nil
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -120,6 +121,9 @@ func TestReportController(t *testing.T) {
 			},
 			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
 				return counted(cl.Patch(ctx, obj, p, o...))
+			},
+			Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, o ...client.ApplyOption) error {
+				return counted(cl.Apply(ctx, obj, o...))
 			},
 			Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
 				return counted(cl.Delete(ctx, obj, o...))
@@ -507,6 +511,29 @@ func TestReportController(t *testing.T) {
 			g.Expect(writes.Load()).To(gomega.Equal(before))
 			g.Expect(getReport(g).ResourceVersion).To(gomega.Equal(rv))
 		}, 2*time.Second, 100*time.Millisecond).Should(gomega.Succeed())
+	})
+
+	t.Run("a burst of changes is written at most once per interval", func(t *testing.T) {
+		g := newG(t)
+		before := writes.Load()
+		start := time.Now()
+		// Ten changes of one cluster's feedback, faster than the write interval, ending
+		// where they started.
+		for i := range 10 {
+			health := []string{"Healthy", "Degraded"}[i%2]
+			setFeedback("cluster1", feedback{health, "Synced", "Running"}, fmt.Sprintf("burst %d", i))
+		}
+		setFeedback("cluster1", feedback{"Missing", "OutOfSync", "Failed"}, "after the burst")
+		g.Eventually(func(g gomega.Gomega) {
+			e := entry(g, getReport(g), "cluster1")
+			g.Expect(e.HealthStatus).To(gomega.Equal("Missing"))
+			g.Expect(e.SyncStatus).To(gomega.Equal("OutOfSync"))
+		}).Should(gomega.Succeed())
+		elapsed := time.Since(start)
+		// One write per DefaultWriteInterval started, and one for the last change.
+		maxWrites := int64(elapsed/DefaultWriteInterval) + 2
+		g.Consistently(func() int64 { return writes.Load() - before }, 1500*time.Millisecond, 100*time.Millisecond).
+			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
 	})
 
 	t.Run("deleted when the ApplicationSet has no pulled apps anymore", func(t *testing.T) {
