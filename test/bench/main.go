@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,14 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
+
+// managerArgs are extra flags of the manager.
+var managerArgs stringList
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // Scale is the size of a run.
 type Scale struct {
@@ -47,15 +56,17 @@ type Scale struct {
 }
 
 var scales = map[string]Scale{
-	"small": {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentChanges: 10},
-	"full":  {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentChanges: 30},
+	"small":  {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentChanges: 10},
+	"medium": {Name: "medium", Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentChanges: 20},
+	"full":   {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentChanges: 30},
 }
 
 func main() {
-	scaleName := flag.String("scale", "full", "size of the run: small (about a minute, the smoke test of make test) or full (1,000 clusters, 10,000 apps)")
+	scaleName := flag.String("scale", "full", "size of the run: small (about a minute, the smoke test of make test), medium (250 clusters, 2,000 apps) or full (1,000 clusters, 10,000 apps)")
 	out := flag.String("out", "", "write the results as Markdown to this file (make bench: docs/benchmarks.md)")
 	check := flag.Bool("check", false, "exit non-zero when a result is wrong (a work lost or wrong, a change never seen); timing never fails")
 	dir := flag.String("dir", "", "working folder for kubeconfigs, binaries and process logs (default .cache/bench/<scale>)")
+	flag.Var(&managerArgs, "manager-arg", "an extra flag of the manager, e.g. -manager-arg=--concurrency=8 (repeatable); the default is the manager's own defaults")
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())
 

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -70,7 +73,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err := saveManagerMetrics(ctx, manager, filepath.Join(hub.Dir, "manager-metrics-p1.txt")); err != nil {
 		return err
 	}
-	step("P1: every hub Application and report shows its clusters after %s", since(start))
+	step("P1: every hub Application and report shows its clusters after %s; hub writes: %v", since(start), r.PropagationWrites)
 	return nil
 }
 
@@ -119,8 +122,10 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 	reportsBefore := standIns.ReportWrites.Load()
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	rng := rand.New(rand.NewPCG(1, 2))
+	var lastCluster string
 	for i := range r.Scale.Changes {
 		cluster := clusters[rng.IntN(len(clusters))]
+		lastCluster = cluster
 		app := sim.ApplicationName(appSets[rng.IntN(len(appSets))].GetName(), cluster)
 		standIns.Inject(cluster, app, argoapp.Condition{Type: "SyncError", Message: changeMessage(i, time.Now())})
 		err := waitFor(ctx, 30*time.Second, func() (bool, error) {
@@ -139,6 +144,13 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() - reportsBefore
 	r.AppLatencies, r.ReportLatencies = appWatch.Latencies(), reportWatch.Latencies()
 	step("P4: writes during P2: %v", r.ChangeWrites)
+	// The last changed cluster's addon, with its field managers: who wrote what.
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: lastCluster, Name: sim.AddonName}, addon); err == nil {
+		if data, err := yaml.Marshal(addon); err == nil {
+			_ = os.WriteFile(filepath.Join(hub.Dir, "addon-after-p2.yaml"), data, 0o644)
+		}
+	}
 	step("P2: app p50 %s p99 %s; report p50 %s p99 %s", percentile(r.AppLatencies, 50), percentile(r.AppLatencies, 99),
 		percentile(r.ReportLatencies, 50), percentile(r.ReportLatencies, 99))
 	return nil

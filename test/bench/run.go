@@ -68,7 +68,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	step("starting the manager")
-	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig)
+	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig, managerArgs...)
 	if err != nil {
 		return r, err
 	}

@@ -92,15 +92,26 @@ func (h *Hub) StartStandIns(ctx context.Context, workers int) (*StandIns, error)
 	if err != nil {
 		return nil, err
 	}
-	workToCluster := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, w *workv1.ManifestWork) []string {
-		return []string{w.Namespace}
-	})
+	// Like the real agent, each cluster's agent publishes PublishDelay after the first
+	// change it has not published: the delaying queue keeps the earliest time of a key.
+	delay := spoke.DefaultOptions().PublishDelay
+	workToCluster := handler.TypedFuncs[*workv1.ManifestWork, string]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*workv1.ManifestWork], q workqueue.TypedRateLimitingInterface[string]) {
+			q.AddAfter(e.Object.Namespace, delay)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*workv1.ManifestWork], q workqueue.TypedRateLimitingInterface[string]) {
+			q.AddAfter(e.ObjectNew.Namespace, delay)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*workv1.ManifestWork], q workqueue.TypedRateLimitingInterface[string]) {
+			q.AddAfter(e.Object.Namespace, delay)
+		},
+	}
 	if err := agents.Watch(source.TypedKind(mgr.GetCache(), &workv1.ManifestWork{}, workToCluster)); err != nil {
 		return nil, err
 	}
 	if err := agents.Watch(source.TypedChannel(s.publish, handler.TypedFuncs[string, string]{
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[string]) {
-			q.Add(e.Object)
+			q.AddAfter(e.Object, delay)
 		},
 	})); err != nil {
 		return nil, err
@@ -175,7 +186,7 @@ func feedback(name, value string) workv1.FeedbackValue {
 }
 
 // Inject makes the agent of cluster report conditions for the hub Application
-// appName, and publish now.
+// appName: a change on the cluster, which its agent publishes PublishDelay later.
 func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Condition) {
 	s.mu.Lock()
 	if s.injected[cluster] == nil {
