@@ -20,15 +20,18 @@ import (
 // container: the addon-manager or an agent.
 type Process struct {
 	Name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	// LogPath is the file its output is appended to.
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
 }
 
 // StartProcess starts path with args and the extra environment; its output goes to
 // <dir>/<name>.log. The process dies with the caller.
 func StartProcess(dir, name, path string, args, env []string) (*Process, error) {
-	logFile, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +43,7 @@ func StartProcess(dir, name, path string, args, env []string) (*Process, error) 
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
