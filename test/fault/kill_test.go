@@ -1,0 +1,135 @@
+package fault
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
+)
+
+// shortLease is the leader election of the managers of the kill test: a SIGKILLed
+// leader does not release its Lease, and a new process takes over LeaseDuration after
+// it first sees the Lease, about 2 s here instead of 137 s.
+var shortLease = []string{
+	"--leader-election-lease-duration=2s",
+	"--leader-election-renew-deadline=1500ms",
+	"--leader-election-retry-period=250ms",
+}
+
+// leaseName is the manager's leader election Lease.
+var leaseName = hub.DefaultOptions().AddonName + "-addon-manager"
+
+// kill is one SIGKILL of the leader.
+type kill struct {
+	// works existed when it was killed.
+	works int
+	// takeover is how long the process had taken from its start to hold the Lease and
+	// create a work.
+	takeover time.Duration
+}
+
+func TestManagerKilledDuringPropagation(t *testing.T) {
+	const clusters, appSets, kills = 50, 20, 10
+	f := startFleet(t, clusters, appSets)
+	g := gomega.NewWithT(t)
+	apps := f.apps()
+
+	manager := f.startManager(shortLease...)
+	started := time.Now()
+	created := make(chan error, 1)
+	go func() {
+		_, err := f.hub.CreateApplications(f.ctx, f.appSets, f.clusters, parallelWrites)
+		created <- err
+	}()
+
+	var record []kill
+	lastWorks, lastHolder, exitedOnTheirOwn := 0, "", 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range kills {
+		// Wait for a new leader that made progress: a new holder of the Lease, and more
+		// works than at the last kill (or all of them). How many more varies, so that
+		// some kills land in the new leader's first reconciles and the kills spread over
+		// the propagation.
+		progress := 1 + rng.IntN(apps/(kills-2))
+		g.Eventually(func(g gomega.Gomega) {
+			if exited, err := manager.Exited(); exited {
+				// Not a kill of the test: a leader that could not renew its Lease in
+				// time on a loaded machine exits. Start another one; count it.
+				exitedOnTheirOwn++
+				t.Logf("the manager exited on its own (%v); starting another", err)
+				manager, started = f.startManager(shortLease...), time.Now()
+			}
+			holder := f.leaseHolder(g)
+			g.Expect(holder).NotTo(gomega.BeEmpty())
+			g.Expect(holder).NotTo(gomega.Equal(lastHolder))
+			n := f.worksCount()
+			g.Expect(n >= lastWorks+progress || n == apps).To(gomega.BeTrue(), "%d works, %d at the last kill", n, lastWorks)
+		}).WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(gomega.Succeed())
+		takeover := time.Since(started)
+		// Land the kills at different points of the reconciles.
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+		lastHolder = f.leaseHolder(g)
+		manager.Kill()
+		lastWorks = f.worksCount()
+		record = append(record, kill{works: lastWorks, takeover: takeover})
+		t.Logf("kill %d: SIGKILL with %d of %d works; that leader took %s to take over and work",
+			len(record), lastWorks, apps, takeover.Round(10*time.Millisecond))
+		manager, started = f.startManager(shortLease...), time.Now()
+	}
+	lastRestart := started
+	before, err := f.hub.RequestCounts(f.ctx)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+
+	g.Eventually(created).WithTimeout(2*time.Minute).Should(gomega.Receive(gomega.BeNil()), "create the Applications")
+	check := f.expectWorksCorrect(g, 4*time.Minute)
+	worksAfter := time.Since(lastRestart)
+	f.expectStatusSettled(g, 3*time.Minute)
+	statusAfter := time.Since(lastRestart)
+	after, err := f.hub.RequestCounts(f.ctx)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+
+	var atKill []string
+	midPropagation := 0
+	for _, k := range record {
+		atKill = append(atKill, fmt.Sprint(k.works))
+		if k.works > 0 && k.works < apps {
+			midPropagation++
+		}
+	}
+	t.Logf("%d kills (%d mid-propagation), works at each: %s; %d exits on their own",
+		len(record), midPropagation, strings.Join(atKill, ", "), exitedOnTheirOwn)
+	t.Logf("after the last restart: every work correct in %s, every status settled in %s; %v",
+		worksAfter.Round(10*time.Millisecond), statusAfter.Round(10*time.Millisecond), check)
+	t.Logf("writes meanwhile: %v", after.WritesSince(before))
+
+	g.Expect(record).To(gomega.HaveLen(kills))
+	g.Expect(midPropagation).To(gomega.BeNumerically(">=", 5), "kills with 0 < works < %d: %s", apps, atKill)
+	g.Expect(check.Apps).To(gomega.Equal(apps))
+	g.Expect(check.Missing).To(gomega.BeZero(), "lost works")
+	g.Expect(check.Duplicated).To(gomega.BeZero(), "duplicated works")
+	g.Expect(check.Orphaned).To(gomega.BeZero(), "orphaned works")
+	g.Expect(check.Stale).To(gomega.BeZero(), "stale works")
+	f.expectFinalizers(g)
+	f.expectNoPanic(g)
+}
+
+// leaseHolder returns the holder of the manager's leader election Lease, or "".
+func (f *fleet) leaseHolder(g gomega.Gomega) string {
+	lease, err := f.hub.Kube.CoordinationV1().Leases(sim.ManagerNamespace).Get(f.ctx, leaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
