@@ -6,15 +6,17 @@
 //
 // It owns these fields of status: sync.status, sync.revision, sync.revisions,
 // health.status, health.message, operationState.phase, .startedAt and .message,
-// resources, reconciledAt, and every condition type except the propagation
-// controller's OCMPropagationError (the hub Argo CD skips pulled apps, so nobody else
-// writes their conditions). It writes them with a merge patch that carries the
-// resourceVersion read (optimistic locking), and only when one of them changed.
+// resources, reconciledAt, and Argo CD's condition types (those ending in Error or
+// Warning) except the propagation controller's OCMPropagationError. A condition of
+// another type is another writer's, and is kept as it is. It writes them with a merge
+// patch that carries the resourceVersion read (optimistic locking), and only when one
+// of them changed.
 package appstatus
 
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -156,10 +158,16 @@ func equalStatus(a, b *unstructured.Unstructured) bool {
 }
 
 // setConditions replaces the owned conditions of status with wanted, keeping the
-// others (OCMPropagationError) first and in place, and the lastTransitionTime of every
-// condition whose type and message did not change.
+// others (OCMPropagationError, another writer's) first and in place, and the
+// lastTransitionTime of every condition whose type and message did not change.
 func setConditions(status map[string]any, wanted []argoapp.Condition, now time.Time) {
 	existing, _ := status["conditions"].([]any)
+	// A wanted type that Argo CD's naming does not tell as owned is still replaced, not
+	// doubled.
+	wantedTypes := map[string]bool{}
+	for _, c := range wanted {
+		wantedTypes[c.Type] = true
+	}
 	var out []any
 	times := map[argoapp.Condition][]any{}
 	for _, item := range existing {
@@ -168,7 +176,7 @@ func setConditions(status map[string]any, wanted []argoapp.Condition, now time.T
 			continue
 		}
 		t, _ := c["type"].(string)
-		if !isOwned(t) {
+		if !isOwned(t) && !wantedTypes[t] {
 			out = append(out, item)
 			continue
 		}
@@ -209,9 +217,13 @@ func ownedConditions(status map[string]any) []argoapp.Condition {
 	return out
 }
 
-// isOwned reports whether this controller owns a condition type.
+// isOwned reports whether this controller owns a condition type: Argo CD's, which end
+// in Error or Warning (Argo CD tells its errors by the suffix too), as do the hub's
+// notes; not the propagation controller's OCMPropagationError, nor a type that another
+// writer put on the Application.
 func isOwned(conditionType string) bool {
-	return conditionType != argoapp.ConditionOCMPropagationError
+	return conditionType != argoapp.ConditionOCMPropagationError &&
+		(strings.HasSuffix(conditionType, "Error") || strings.HasSuffix(conditionType, "Warning"))
 }
 
 func mapAt(m map[string]any, key string) map[string]any {
