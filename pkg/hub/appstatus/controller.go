@@ -166,12 +166,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	// Healthy after a Progressing this controller wrote waits for the hold.
+	// Healthy after a Progressing this controller wrote waits for the hold, and so does
+	// whatever else changed meanwhile (the agent's report usually comes a moment after
+	// the work's feedback): one write at the end of the hold instead of one per change.
 	if desired.State.HealthStatus == HealthHealthy && healthOf(app) == HealthProgressing {
 		if since, ok := r.since(req.NamespacedName); ok {
 			if wait := r.opts.ProgressingHold - time.Since(since); wait > 0 {
-				desired.State.HealthStatus, desired.State.HealthMessage = HealthProgressing, ""
-				return r.write(ctx, app, desired, wait)
+				return ctrl.Result{RequeueAfter: wait}, nil
 			}
 		}
 	}
