@@ -16,6 +16,9 @@ FLEET_TOOLS := etcd k8s ocm argocd
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
+# The scale of make bench: full (1,000 clusters, 10,000 apps; writes docs/benchmarks.md),
+# medium (250 clusters) or small (50 clusters, the smoke test of make test).
+SCALE ?= full
 
 export KUBEBUILDER_ASSETS := $(BIN_DIR)
 
@@ -26,7 +29,7 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: test
-test: verify test-unit test-fuzz test-e2e ## Run every check and test suite: static checks, unit, envtest, fuzz and e2e on the fleet
+test: verify test-unit test-fuzz test-bench test-e2e ## Run every check and test suite: static checks, unit, envtest, fault and abuse suites, fuzz, the bench smoke test and e2e on the fleet
 
 ##@ Tests
 
@@ -46,6 +49,14 @@ test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiser
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
 	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: test-bench
+test-bench: fleet-tools ## The benchmark at SCALE=small as a smoke test: fails on wrong results (a lost work, a change never seen), never on timing
+	go run ./test/bench -scale small -check
+
+.PHONY: bench
+bench: fleet-tools ## Measure propagation, freshness, memory, writes and the agent (test/bench) at SCALE (default full: writes docs/benchmarks.md)
+	go run ./test/bench -scale $(SCALE) -check $(if $(filter full,$(SCALE)),-out docs/benchmarks.md)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for minutes (FUZZ_LONG each, default 3m)

@@ -32,6 +32,10 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err != nil {
 		return err
 	}
+	cpuBefore, err := sim.ProcessCPU()
+	if err != nil {
+		return err
+	}
 	step("P1: creating %d Applications", len(appSets)*len(clusters))
 	start := time.Now()
 	keys, err := hub.CreateApplications(ctx, appSets, clusters, parallelWrites)
@@ -52,10 +56,13 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return r.Works.OK(), err
 	})
 	r.Propagation = time.Since(start)
+	if cpu, cpuErr := sim.ProcessCPU(); cpuErr == nil {
+		r.PropagationCPU = cpu.Since(cpuBefore)
+	}
 	if err != nil {
 		return fmt.Errorf("P1: works not correct after %s: %v: %w", since(start), r.Works, err)
 	}
-	step("P1: every work correct after %s (%.0f apps/s)", since(start), float64(r.Apps)/r.Propagation.Seconds())
+	step("P1: every work correct after %s (%.0f apps/s); CPU used: %v", since(start), float64(r.Apps)/r.Propagation.Seconds(), r.PropagationCPU)
 
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
 		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets))

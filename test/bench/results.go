@@ -28,6 +28,7 @@ type Results struct {
 	AppsCreated       time.Duration
 	Propagation       time.Duration
 	Works             sim.WorkCheck
+	PropagationCPU    sim.CPU
 	StatusSettled     time.Duration
 	PropagationWrites sim.Requests
 
@@ -203,7 +204,8 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   correct: exactly one ManifestWork per Application, in its cluster's namespace, named and
   rendered as the manager renders it now, and no orphaned work (test/sim CheckWorks, on a
   watch-fed cache). The addon framework has already deployed the agent to every cluster
-  (%s). Hub writes during P1, by the apiserver's apiserver_request_total: %s.
+  (%s). CPU time used during P1 by each process: %v, on %d cores in %s of wall time.
+  Hub writes during P1, by the apiserver's apiserver_request_total: %s.
 - **P2** changes the report of one random cluster's agent at a time: an Argo CD SyncError
   whose message carries the change's number and timestamp. Two watches, on the hub
   Applications and on the MulticlusterApplicationSetReports, record when each first shows
@@ -217,7 +219,7 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   3 resources each, and a hub with admin credentials; its peak RSS (VmHWM), the time of
   each change (a SyncError set on a local Application) until the hub's
   ManagedClusterAddOn shows it, and the JSON size of that status. The agent's summary: %q.
-`, r.AddonInstall.Round(100*time.Millisecond), r.PropagationWrites, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
+`, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
 		r.Scale.AgentApps, r.AgentSummary)
 	if problems := r.Problems(); len(problems) > 0 {
 		fmt.Fprintf(&b, "\n## Wrong results\n\n- %s\n", strings.Join(problems, "\n- "))
