@@ -23,12 +23,14 @@ import (
 const (
 	otherLabel      = "fault.example.com/other-writer"
 	otherAnnotation = "fault.example.com/other-writer-note"
+	otherCondition  = "fault.example.com/OtherWriter"
 )
 
 // otherWriter plays another controller that writes the same hub Applications as fast as
 // it can, with optimistic locking: Update, or a merge patch that carries the
-// resourceVersion. It sets a label, an annotation and status.summary.externalURLs, all to
-// one value per write, and remembers the last value it wrote to each app.
+// resourceVersion. It sets a label, an annotation, status.summary.externalURLs and a
+// condition of its own type, all to one value per write, and remembers the last value it
+// wrote to each app.
 type otherWriter struct {
 	c client.Client
 	// Writes and Conflicts count its writes and the conflicts it retried.
@@ -69,6 +71,9 @@ func (w *otherWriter) write(ctx context.Context, name, value string, update bool
 		if err := unstructured.SetNestedStringSlice(app.Object, []string{otherURL(value)}, "status", "summary", "externalURLs"); err != nil {
 			return err
 		}
+		if err := setOtherCondition(app, value); err != nil {
+			return err
+		}
 		var err error
 		if update {
 			err = w.c.Update(ctx, app)
@@ -91,6 +96,35 @@ func (w *otherWriter) write(ctx context.Context, name, value string, update bool
 }
 
 func otherURL(value string) string { return "https://dashboards.example.com/" + value }
+
+// setOtherCondition sets the other writer's condition in the app's status.conditions,
+// leaving the others as they are.
+func setOtherCondition(app *unstructured.Unstructured, value string) error {
+	items, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	entry := map[string]any{"type": otherCondition, "message": value, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	replaced := false
+	for i, item := range items {
+		if c, _ := item.(map[string]any); c["type"] == otherCondition {
+			items[i], replaced = entry, true
+		}
+	}
+	if !replaced {
+		items = append(items, entry)
+	}
+	return unstructured.SetNestedSlice(app.Object, items, "status", "conditions")
+}
+
+// conditionMessage returns the message of the app's condition of type t, or "".
+func conditionMessage(app *unstructured.Unstructured, t string) string {
+	items, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	for _, item := range items {
+		if c, _ := item.(map[string]any); c["type"] == t {
+			m, _ := c["message"].(string)
+			return m
+		}
+	}
+	return ""
+}
 
 // injection is the Argo CD condition a cluster's agent reports for an app, or none.
 type injection struct {
@@ -162,7 +196,8 @@ func TestConflictStorm(t *testing.T) {
 	t.Logf("writes during the storm (all writers): %v", during.WritesSince(before))
 
 	// No lost status, no lost foreign field: every app shows the other writer's last
-	// label, annotation and status field, and exactly what its agent reported last.
+	// label, annotation, status field and condition, and exactly what its agent
+	// reported last.
 	want := map[string][]argoapp.Condition{}
 	for _, r := range reported {
 		want[r.app] = r.conditions
@@ -178,6 +213,7 @@ func TestConflictStorm(t *testing.T) {
 			g.Expect(app.GetAnnotations()).To(gomega.HaveKeyWithValue(otherAnnotation, "written by the other writer: "+last), app.GetName())
 			urls, _, _ := unstructured.NestedStringSlice(app.Object, "status", "summary", "externalURLs")
 			g.Expect(urls).To(gomega.Equal([]string{otherURL(last)}), app.GetName())
+			g.Expect(conditionMessage(app, otherCondition)).To(gomega.Equal(last), app.GetName())
 			g.Expect(app.GetFinalizers()).To(gomega.ContainElement(argoapp.FinalizerManifestWorkCleanup), app.GetName())
 			syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 			health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
@@ -223,7 +259,7 @@ func TestConflictStorm(t *testing.T) {
 func isLease(key string) bool { return strings.HasSuffix(key, " leases") }
 
 // agentConditions returns the conditions of a hub Application that come from its
-// cluster: all but the propagation controller's.
+// cluster: all but the propagation controller's and the other writer's.
 func agentConditions(app *unstructured.Unstructured) []argoapp.Condition {
 	items, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
 	var out []argoapp.Condition
@@ -231,7 +267,7 @@ func agentConditions(app *unstructured.Unstructured) []argoapp.Condition {
 		c, _ := item.(map[string]any)
 		t, _ := c["type"].(string)
 		m, _ := c["message"].(string)
-		if t != argoapp.ConditionOCMPropagationError {
+		if t != argoapp.ConditionOCMPropagationError && t != otherCondition {
 			out = append(out, argoapp.Condition{Type: t, Message: m})
 		}
 	}
