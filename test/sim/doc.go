@@ -1,6 +1,7 @@
 // Package sim is a hub at fleet scale without the fleet: one real kube-apiserver and etcd
 // (test/testenv) holding N simulated managed clusters, the real addon-manager as a
-// process, and in-process stand-ins for what runs on each managed cluster.
+// process, and in-process stand-ins for what runs on each managed cluster. Like a real hub,
+// it converts the addon APIs between v1alpha1 (stored) and v1beta1 with a webhook.
 //
 // A simulated cluster is what the hub sees of a cluster: its namespace, ManagedCluster,
 // ManagedClusterAddOn (Available, as the klusterlet's lease check would set it) and a

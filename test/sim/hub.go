@@ -45,10 +45,14 @@ type Hub struct {
 
 	// cma is the ClusterManagementAddOn: the owner of every ManagedClusterAddOn.
 	cma *addonv1beta1.ClusterManagementAddOn
+	// conversion converts the addon APIs between their versions, as on a real hub.
+	conversion *conversionWebhook
 }
 
-// StartHub starts the apiserver with the CRDs of OCM, Argo CD and the addon, and creates
-// the hub's namespaces and the ClusterManagementAddOn the chart installs.
+// StartHub starts the apiserver with the CRDs of OCM, Argo CD and the addon, serves the
+// conversion of the addon APIs as OCM's cluster-manager-addon-webhook does on a real hub
+// (see convertedCRDs), and creates the hub's namespaces and the ClusterManagementAddOn
+// the chart installs.
 func StartHub(ctx context.Context, dir string) (*Hub, error) {
 	env, err := testenv.New()
 	if err != nil {
@@ -56,8 +60,11 @@ func StartHub(ctx context.Context, dir string) (*Hub, error) {
 	}
 	h := &Hub{Env: env, Dir: dir, Config: rest.CopyConfig(env.Config)}
 	h.Config.QPS, h.Config.Burst = -1, 0
-	if err := h.init(ctx); err != nil {
+	if h.conversion, err = startConversionWebhook(); err != nil {
 		return nil, errors.Join(err, env.Stop())
+	}
+	if err := h.init(ctx); err != nil {
+		return nil, errors.Join(err, h.Stop())
 	}
 	return h, nil
 }
@@ -78,6 +85,9 @@ func (h *Hub) init(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := h.conversion.install(ctx, h.Client); err != nil {
+		return err
+	}
 	// The chart's ClusterManagementAddOn: install strategy Manual, each cluster opts in.
 	h.cma = &addonv1beta1.ClusterManagementAddOn{
 		ObjectMeta: metav1.ObjectMeta{Name: AddonName, Annotations: map[string]string{
@@ -91,8 +101,12 @@ func (h *Hub) init(ctx context.Context) error {
 	return h.Client.Create(ctx, h.cma)
 }
 
-// Stop stops the apiserver and etcd.
-func (h *Hub) Stop() error { return h.Env.Stop() }
+// Stop stops the apiserver and etcd, and the conversion webhook.
+func (h *Hub) Stop() error {
+	err := h.Env.Stop()
+	h.conversion.stop()
+	return err
+}
 
 // Kubeconfig writes a kubeconfig for user in groups and returns its path.
 func (h *Hub) Kubeconfig(user string, groups ...string) (string, error) {
