@@ -297,12 +297,13 @@ func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Uns
 // feedback and agent report.
 func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) ([]ClusterApp, error) {
 	apps := argoapp.NewApplicationList()
+	// Read-only: the cache's objects, not copies of a thousand apps and works per report.
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
-		client.MatchingFields{indexByApplicationSet: appSet.String()}); err != nil {
+		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}); err != nil {
+	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
 	}
 	worksByName := map[types.NamespacedName]*workv1.ManifestWork{}
@@ -325,7 +326,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		addon, ok := addons[cluster]
 		if !ok {
 			addon = &addonv1beta1.ManagedClusterAddOn{}
-			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); err != nil {
+			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon, client.UnsafeDisableDeepCopy); err != nil {
 				if !apierrors.IsNotFound(err) {
 					return nil, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
 				}
