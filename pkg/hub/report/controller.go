@@ -66,12 +66,18 @@ type Options struct {
 	// WriteInterval is the shortest time between two writes of one report; the changes
 	// in between go into the next write. A report of a thousand clusters is hundreds of
 	// kilobytes, and every app of the ApplicationSet changes it while it rolls out. Zero
-	// means DefaultWriteInterval; negative means no limit.
+	// means DefaultWriteInterval; negative means no limit. The interval also grows to
+	// writeCostFactor times the last write's duration, so that a busy apiserver spends
+	// at most about a tenth of its time on each report.
 	WriteInterval time.Duration
 }
 
 // DefaultWriteInterval is the default Options.WriteInterval.
 const DefaultWriteInterval = time.Second
+
+// writeCostFactor: the next write of a report waits at least this many times as long
+// as its last write took.
+const writeCostFactor = 10
 
 func (o Options) withDefaults() Options {
 	if o.AddonName == "" {
@@ -155,7 +161,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, lastWrite: map[types.NamespacedName]time.Time{}}
+	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
@@ -180,30 +186,31 @@ type reconciler struct {
 	opts     Options
 
 	mu sync.Mutex
-	// lastWrite is when each report was last written, for WriteInterval.
-	lastWrite map[types.NamespacedName]time.Time
+	// nextWrite is when each report may be written next, for WriteInterval.
+	nextWrite map[types.NamespacedName]time.Time
 }
 
 // untilWritable returns how long the report key must wait for its next write.
 func (r *reconciler) untilWritable(key types.NamespacedName) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	last, ok := r.lastWrite[key]
-	if !ok || r.opts.WriteInterval < 0 {
+	next, ok := r.nextWrite[key]
+	if !ok {
 		return 0
 	}
-	return r.opts.WriteInterval - time.Since(last)
+	return time.Until(next)
 }
 
-// wrote records a write of the report key now, or forgets it when gone is true.
-func (r *reconciler) wrote(key types.NamespacedName, gone bool) {
+// wrote records a write of the report key that took took, or forgets the report when
+// gone is true.
+func (r *reconciler) wrote(key types.NamespacedName, took time.Duration, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if gone {
-		delete(r.lastWrite, key)
-	} else {
-		r.lastWrite[key] = time.Now()
+	if gone || r.opts.WriteInterval < 0 {
+		delete(r.nextWrite, key)
+		return
 	}
+	r.nextWrite[key] = time.Now().Add(max(r.opts.WriteInterval, writeCostFactor*took))
 }
 
 // Reconcile renders the report of one ApplicationSet and writes it when it changed.
@@ -220,7 +227,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, appSet); err != nil {
 		// Gone: the garbage collector deletes the report through its ownerReference.
 		if apierrors.IsNotFound(err) {
-			r.wrote(req.NamespacedName, true)
+			r.wrote(req.NamespacedName, 0, true)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -255,10 +262,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	start := time.Now()
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
-	r.wrote(req.NamespacedName, false)
+	r.wrote(req.NamespacedName, time.Since(start), false)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
 	return ctrl.Result{}, nil
 }
