@@ -4,6 +4,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"os"
 	"path/filepath"
 	"sort"
@@ -198,5 +200,28 @@ func TestSupervisorReportsAnExitedProcess(t *testing.T) {
 	log, _ := os.ReadFile(sup.logPath("crasher"))
 	if !strings.Contains(string(log), "boom") {
 		t.Errorf("log %q lacks the process output", log)
+	}
+}
+
+func TestEnvValueResolvesResourceFieldRef(t *testing.T) {
+	c := corev1.Container{Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}}
+	for _, tc := range []struct {
+		env  corev1.EnvVar
+		want string
+	}{
+		{corev1.EnvVar{Name: "PLAIN", Value: "x"}, "x"},
+		{corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}, "536870912"},
+		{corev1.EnvVar{Name: "MIB", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}}, "512"},
+		{corev1.EnvVar{Name: "NOLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}}, ""},
+	} {
+		got, err := envValue(c, tc.env)
+		if err != nil || got != tc.want {
+			t.Errorf("envValue(%s) = %q, %v; want %q", tc.env.Name, got, err, tc.want)
+		}
+	}
+	if _, err := envValue(c, corev1.EnvVar{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}); err == nil {
+		t.Error("envValue accepted a secretKeyRef the fleet cannot resolve")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -137,7 +139,11 @@ func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment
 	}
 	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + d.Namespace, "POD_NAME=" + d.Name + "-fleet"}
 	for _, e := range c.Env {
-		env = append(env, e.Name+"="+e.Value)
+		value, err := envValue(c, e)
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
+		}
+		env = append(env, e.Name+"="+value)
 	}
 	proc, err := r.sup.start(processSpec{
 		Name: r.cp.Name + "-pod-" + d.Namespace + "-" + d.Name,
@@ -183,4 +189,40 @@ func (r *podRunner) stopAll() {
 		r.sup.remove(pod.proc, 10*time.Second)
 		delete(r.pods, key)
 	}
+}
+
+// envValue resolves an environment variable of a container as the kubelet does: its
+// value, or a resource of the container through the downward API (in units of the
+// divisor, rounded up). Other sources are not supported by the fleet.
+func envValue(c corev1.Container, e corev1.EnvVar) (string, error) {
+	if e.ValueFrom == nil {
+		return e.Value, nil
+	}
+	ref := e.ValueFrom.ResourceFieldRef
+	if ref == nil {
+		return "", fmt.Errorf("env %s: only value and resourceFieldRef are supported by the fleet", e.Name)
+	}
+	var quantity resource.Quantity
+	switch ref.Resource {
+	case "limits.memory":
+		quantity = c.Resources.Limits[corev1.ResourceMemory]
+	case "limits.cpu":
+		quantity = c.Resources.Limits[corev1.ResourceCPU]
+	case "requests.memory":
+		quantity = c.Resources.Requests[corev1.ResourceMemory]
+	case "requests.cpu":
+		quantity = c.Resources.Requests[corev1.ResourceCPU]
+	default:
+		return "", fmt.Errorf("env %s: resource %q is not supported by the fleet", e.Name, ref.Resource)
+	}
+	if quantity.IsZero() {
+		return "", nil // no limit: the kubelet gives the node's allocatable; the fleet leaves it unset
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	value := quantity.MilliValue()
+	step := divisor.MilliValue()
+	return strconv.FormatInt((value+step-1)/step, 10), nil
 }
