@@ -214,3 +214,27 @@ func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) 
 	}
 	return os.WriteFile(path, data, 0o644)
 }
+
+// managerHeapInuse reads the Go heap in use of the manager from its metrics.
+func managerHeapInuse(ctx context.Context, manager *sim.Manager) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+manager.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the manager's metrics")
+}

@@ -99,6 +99,9 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
+	if r.ManagerHeapInuse, err = managerHeapInuse(ctx, manager); err != nil {
+		return r, err
+	}
 	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
 		return r, err
 	}

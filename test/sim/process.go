@@ -110,6 +110,10 @@ func procStatusBytes(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
+// ManagerMemoryLimit is the chart's default memory limit of the manager (512Mi), which
+// the chart's Deployment passes to the Go runtime as GOMEMLIMIT; StartManager does too.
+const ManagerMemoryLimit = 512 << 20
+
 // Manager is the addon-manager running as a process.
 type Manager struct {
 	*Process
@@ -133,7 +137,7 @@ func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...s
 		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr,
 		"--pprof-bind-address=" + m.PprofAddr,
 	}, args...)
-	if m.Process, err = StartProcess(dir, "manager", binary, flags, nil); err != nil {
+	if m.Process, err = StartProcess(dir, "manager", binary, flags, []string{"GOMEMLIMIT=" + strconv.Itoa(ManagerMemoryLimit)}); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, m.Process, "http://"+probe+"/readyz"); err != nil {
