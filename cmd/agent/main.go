@@ -23,6 +23,7 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", watchNamespaces, "comma-separated namespaces of the Argo CD Applications to report")
 	flag.DurationVar(&opts.PublishDelay, "publish-delay", opts.PublishDelay, "coalescing window of changes before a publish")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", opts.ResyncPeriod, "period of a full resync")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling; empty disables it")
 	klog.InitFlags(nil)
 	flag.Parse()
 	opts.WatchNamespaces = strings.Split(watchNamespaces, ",")

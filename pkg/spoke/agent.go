@@ -82,6 +82,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("load the managed cluster's kubeconfig: %w", err)
 	}
+	if opts.PprofAddr != "" {
+		go servePprof(ctx, opts.PprofAddr)
+	}
 	return run(ctx, opts, hubConfig, spokeConfig, defaultTuning())
 }
 

@@ -41,6 +41,8 @@ type Options struct {
 	// ResyncPeriod is the period of a full resync: the agent reads its ManagedClusterAddOn
 	// back from the hub, checks its prerequisites, and publishes what differs.
 	ResyncPeriod time.Duration
+	// PprofAddr is the bind address of net/http/pprof, for profiling; empty disables it.
+	PprofAddr string
 }
 
 // DefaultOptions returns the defaults.
