@@ -65,9 +65,15 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	if err != nil {
 		return err
 	}
+	ports, err := sim.FreePorts(1)
+	if err != nil {
+		return err
+	}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	start := time.Now()
 	agent, err := sim.StartProcess(dir, "agent", agentBin, []string{
 		"--hub-kubeconfig=" + hubKubeconfig, "--kubeconfig=" + spokeKubeconfig, "--cluster-name=" + agentCluster,
+		"--pprof-bind-address=" + pprofAddr,
 	}, nil)
 	if err != nil {
 		return err
@@ -109,6 +115,9 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	}
 	r.AgentLatencies = watcher.Latencies()
 	if r.AgentPeakRSS, err = agent.PeakRSS(); err != nil {
+		return err
+	}
+	if err := saveHeapProfile(ctx, pprofAddr, filepath.Join(dir, "agent-heap.pb.gz")); err != nil {
 		return err
 	}
 	if err := hub.Client.Get(ctx, addonKey, addon); err != nil {

@@ -238,3 +238,22 @@ func managerHeapInuse(ctx context.Context, manager *sim.Manager) (int64, error) 
 	}
 	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the manager's metrics")
 }
+
+// saveHeapProfile keeps a heap profile of a process that serves pprof at addr, next to
+// its log, to explain a memory figure (go tool pprof <file>).
+func saveHeapProfile(ctx context.Context, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("read a heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -100,6 +101,9 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	if r.ManagerHeapInuse, err = managerHeapInuse(ctx, manager); err != nil {
+		return r, err
+	}
+	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
 		return r, err
 	}
 	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
