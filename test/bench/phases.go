@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -46,9 +45,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	step("P1: created in %s; waiting for every work", since(start))
 	reader := standIns.Reader()
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
-		n, err := countWorks(ctx, reader, func(w *workv1.ManifestWork) bool {
-			return w.Annotations[argoapp.AnnotationHubApplicationName] != ""
-		})
+		n, err := sim.CountPulledWorks(ctx, reader)
 		if err != nil || n < len(keys) {
 			return false, err
 		}

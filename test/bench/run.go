@@ -9,9 +9,7 @@ import (
 	"time"
 
 	workv1 "open-cluster-management.io/api/work/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
 
@@ -78,9 +76,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	// before the first Application: its deploy work per cluster.
 	start = time.Now()
 	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
-		n, err := countWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool {
-			return w.Annotations[argoapp.AnnotationHubApplicationName] == ""
-		})
+		n, err := sim.CountWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
 		return n >= len(clusters), err
 	}); err != nil {
 		return r, fmt.Errorf("the addon framework did not deploy the agent to every cluster: %w", err)
@@ -132,20 +128,6 @@ func waitFor(ctx context.Context, timeout time.Duration, done func() (bool, erro
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func countWorks(ctx context.Context, reader client.Reader, match func(*workv1.ManifestWork) bool) (int, error) {
-	works := &workv1.ManifestWorkList{}
-	if err := reader.List(ctx, works); err != nil {
-		return 0, err
-	}
-	n := 0
-	for i := range works.Items {
-		if match(&works.Items[i]) {
-			n++
-		}
-	}
-	return n, nil
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }

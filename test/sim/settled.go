@@ -50,19 +50,29 @@ func StatusSettled(ctx context.Context, reader client.Reader, apps, clusters, ap
 	return "", nil
 }
 
-// CountPulledWorks counts the ManifestWorks of pulled Applications (those that point
-// back to a hub Application), in every namespace, as reader sees them. The addon
-// framework's works are not counted.
-func CountPulledWorks(ctx context.Context, reader client.Reader) (int, error) {
+// IsPulledWork reports whether work carries a pulled Application: it points back to a
+// hub Application. The addon framework's works do not.
+func IsPulledWork(work *workv1.ManifestWork) bool {
+	return work.Annotations[argoapp.AnnotationHubApplicationName] != ""
+}
+
+// CountWorks counts the ManifestWorks of every namespace for which match is true, as
+// reader sees them.
+func CountWorks(ctx context.Context, reader client.Reader, match func(*workv1.ManifestWork) bool) (int, error) {
 	works := &workv1.ManifestWorkList{}
 	if err := reader.List(ctx, works); err != nil {
 		return 0, fmt.Errorf("list ManifestWorks: %w", err)
 	}
 	n := 0
 	for i := range works.Items {
-		if works.Items[i].Annotations[argoapp.AnnotationHubApplicationName] != "" {
+		if match(&works.Items[i]) {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// CountPulledWorks counts the ManifestWorks of pulled Applications, as reader sees them.
+func CountPulledWorks(ctx context.Context, reader client.Reader) (int, error) {
+	return CountWorks(ctx, reader, IsPulledWork)
 }
