@@ -212,8 +212,10 @@ func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) 
 	return os.WriteFile(path, data, 0o644)
 }
 
-// managerHeapInuse reads the Go heap in use of the manager from its metrics.
-func managerHeapInuse(ctx context.Context, manager *sim.Manager) (int64, error) {
+// managerLiveHeap reads the manager's Go heap (go_memstats_heap_alloc_bytes) from its
+// metrics. Call it right after saveHeapProfile, which runs a garbage collection first, so
+// that it is close to the live heap.
+func managerLiveHeap(ctx context.Context, manager *sim.Manager) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+manager.MetricsAddr+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -228,18 +230,19 @@ func managerHeapInuse(ctx context.Context, manager *sim.Manager) (int64, error) 
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if value, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+		if value, ok := strings.CutPrefix(line, "go_memstats_heap_alloc_bytes "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 			return int64(f), err
 		}
 	}
-	return 0, fmt.Errorf("no go_memstats_heap_inuse_bytes in the manager's metrics")
+	return 0, fmt.Errorf("no go_memstats_heap_alloc_bytes in the manager's metrics")
 }
 
 // saveHeapProfile keeps a heap profile of a process that serves pprof at addr, next to
-// its log, to explain a memory figure (go tool pprof <file>).
+// its log, to explain a memory figure (go tool pprof <file>). It runs a garbage
+// collection first.
 func saveHeapProfile(ctx context.Context, addr, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
 		return err
 	}

@@ -96,10 +96,10 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
-	if r.ManagerHeapInuse, err = managerHeapInuse(ctx, manager); err != nil {
+	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
 		return r, err
 	}
-	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
+	if r.ManagerLiveHeap, err = managerLiveHeap(ctx, manager); err != nil {
 		return r, err
 	}
 	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
