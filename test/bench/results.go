@@ -41,8 +41,8 @@ type Results struct {
 	SteadyStandInWrites           int64
 
 	// P3.
-	ManagerPeakRSS   int64
-	ManagerLiveHeap  int64
+	ManagerPeakRSS  int64
+	ManagerLiveHeap int64
 
 	// P5.
 	AgentFirstReport time.Duration
