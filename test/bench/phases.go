@@ -193,19 +193,27 @@ func parseChanges(data string) map[int]time.Time {
 	}
 }
 
-// saveManagerMetrics keeps the manager's own metrics (reconciles, errors, queue times)
-// next to its log, to explain a figure.
-func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+manager.MetricsAddr+"/metrics", nil)
+// httpGet returns the body of a GET of url, an endpoint of a process the bench started.
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("read the manager's metrics: %w", err)
+		return nil, fmt.Errorf("get %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// saveManagerMetrics keeps the manager's own metrics (reconciles, errors, queue times)
+// next to its log, to explain a figure.
+func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) error {
+	data, err := httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
 	if err != nil {
 		return err
 	}
@@ -216,16 +224,7 @@ func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) 
 // metrics. Call it right after saveHeapProfile, which runs a garbage collection first, so
 // that it is close to the live heap.
 func managerLiveHeap(ctx context.Context, manager *sim.Manager) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+manager.MetricsAddr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -242,16 +241,7 @@ func managerLiveHeap(ctx context.Context, manager *sim.Manager) (int64, error) {
 // its log, to explain a memory figure (go tool pprof <file>). It runs a garbage
 // collection first.
 func saveHeapProfile(ctx context.Context, addr, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("read a heap profile: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := httpGet(ctx, "http://"+addr+"/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
 	}
