@@ -21,12 +21,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
@@ -198,10 +200,26 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 	must(t, c.Create(ctx, decision))
 	decision.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
 	must(t, c.Status().Update(ctx, decision))
+	// The Application belongs to an ApplicationSet, so that the report controller writes
+	// its MulticlusterApplicationSetReport under the chart's identity too.
+	appSet := argoapp.NewApplicationSet()
+	appSet.SetNamespace("team-a")
+	appSet.SetName("guestbook")
+	appSet.Object["spec"] = map[string]any{
+		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+		"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
+			"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
+		}},
+	}
+	must(t, c.Create(ctx, appSet))
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argoapp.ApplicationGVK)
 	app.SetNamespace("team-a")
 	app.SetName("guestbook")
+	app.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet,
+		Name: appSet.GetName(), UID: appSet.GetUID(), Controller: ptr.To(true),
+	}})
 	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
 	app.Object["spec"] = map[string]any{
@@ -259,6 +277,9 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 		name := "open-cluster-management:" + addonName + ":agent"
 		return c.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: name}, &rbacv1.Role{}) == nil &&
 			c.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: name}, &rbacv1.RoleBinding{}) == nil
+	})
+	eventually(t, "the ApplicationSet's MulticlusterApplicationSetReport", func() bool {
+		return c.Get(ctx, types.NamespacedName{Namespace: "team-a", Name: "guestbook"}, &appsv1alpha1.MulticlusterApplicationSetReport{}) == nil
 	})
 	eventually(t, "the leader election Lease", func() bool {
 		_, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(namespace).Get(ctx, addonName+"-addon-manager", metav1.GetOptions{})

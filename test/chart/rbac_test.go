@@ -67,7 +67,7 @@ var needed = slices.Concat(
 	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", "", "the agent's hub RoleBinding", "get", "create", "update"),
 	perms(cluster, "", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
-	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "update", "delete"),
+	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets", "get", "list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
