@@ -84,12 +84,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) client.WithWatch) error {
 	opts = opts.withDefaults()
-	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		Cache: &client.CacheOptions{Reader: mgr.GetCache(), Unstructured: true},
-	})
+	c, err := propagation.CachedClient(mgr)
 	if err != nil {
-		return fmt.Errorf("create the cached client: %w", err)
+		return err
 	}
 	if intercept != nil {
 		c = intercept(c)

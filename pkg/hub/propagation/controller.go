@@ -183,7 +183,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	c, err := cachedClient(mgr)
+	c, err := CachedClient(mgr)
 	if err != nil {
 		return err
 	}
@@ -228,10 +228,11 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	return setupPauseController(mgr, c, opts)
 }
 
-// cachedClient returns a client that reads every object, Applications included, from
+// CachedClient returns a client that reads every object, Applications included, from
 // the manager's cache, and writes to the apiserver. The manager's own client reads
-// unstructured objects from the apiserver unless the manager is told otherwise.
-func cachedClient(mgr ctrl.Manager) (client.WithWatch, error) {
+// unstructured objects from the apiserver unless the manager is told otherwise. Every
+// hub controller that reads Applications uses one.
+func CachedClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
 		Scheme: mgr.GetScheme(),
 		Mapper: mgr.GetRESTMapper(),

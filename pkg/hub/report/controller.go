@@ -151,12 +151,9 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	}); err != nil {
 		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
 	}
-	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		Cache: &client.CacheOptions{Reader: mgr.GetCache(), Unstructured: true},
-	})
+	c, err := propagation.CachedClient(mgr)
 	if err != nil {
-		return fmt.Errorf("create the cached client: %w", err)
+		return err
 	}
 	if intercept != nil {
 		c = intercept(c)
