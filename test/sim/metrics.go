@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // writeVerbs are the verbs of apiserver_request_total that write.
@@ -20,7 +22,13 @@ type Requests map[string]float64
 
 // RequestCounts reads apiserver_request_total from the hub apiserver's /metrics.
 func (h *Hub) RequestCounts(ctx context.Context) (Requests, error) {
-	body, err := h.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	return ReadRequestCounts(ctx, h.Kube)
+}
+
+// ReadRequestCounts reads apiserver_request_total from the /metrics of the apiserver
+// that kube talks to, as a client allowed to read it (an administrator).
+func ReadRequestCounts(ctx context.Context, kube kubernetes.Interface) (Requests, error) {
+	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the apiserver's metrics: %w", err)
 	}
