@@ -46,6 +46,13 @@ const (
 	// rendered from.
 	AnnotationHubApplicationName = "apps.open-cluster-management.io/hub-application-name"
 
+	// AnnotationOperationBaseline, on a ManifestWork, is set while the work delivers the
+	// hub Application's .operation to the managed cluster. It holds the
+	// status.operationState.startedAt that the spoke Application reported when the
+	// operation was first delivered (empty when none): a later startedAt shows that the
+	// spoke Argo CD started the delivered operation.
+	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
+
 	// AnnotationHostingApplicationSet holds "<namespace>/<name>" of the ApplicationSet that
 	// owns the Application, on both the ManifestWork and the pulled Application.
 	AnnotationHostingApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
