@@ -28,6 +28,7 @@ var (
 	}
 	renderedWorkAnnotations = []string{
 		argoapp.AnnotationHubApplicationNamespace, argoapp.AnnotationHubApplicationName, argoapp.AnnotationHostingApplicationSet,
+		argoapp.AnnotationOperationBaseline,
 	}
 )
 
