@@ -29,6 +29,10 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces of hub Applications to pull; empty means all")
 	flag.BoolVar(&opts.RequirePlacementBinding, "require-placement-binding", opts.RequirePlacementBinding,
 		"pull an Application only when a PlacementDecision in its namespace selects the target cluster")
+	flag.StringVar(&opts.HubClusterName, "hub-cluster-name", opts.HubClusterName,
+		`name of the hub's own ManagedCluster, never a pull target (a ManagedCluster labelled local-cluster="true" is not either)`)
+	flag.DurationVar(&opts.OptOutGracePeriod, "opt-out-grace-period", opts.OptOutGracePeriod,
+		"how long the ManifestWorks of an application are kept once its cluster left its placement, opted out or is gone; 0 deletes them at once, a negative value never")
 	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")

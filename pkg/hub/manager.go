@@ -61,6 +61,11 @@ type Options struct {
 	// RequirePlacementBinding propagates an Application only when a PlacementDecision in
 	// its namespace selects the target cluster.
 	RequirePlacementBinding bool
+	// HubClusterName names the hub's own ManagedCluster, never a pull target.
+	HubClusterName string
+	// OptOutGracePeriod is how long the works of an Application are kept once its
+	// cluster is no longer a target (see propagation.Options.OptOutGracePeriod).
+	OptOutGracePeriod time.Duration
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// ReportWriteInterval is the shortest time between two writes of one
@@ -92,6 +97,8 @@ func DefaultOptions() Options {
 		AddonName:               propagation.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
+		HubClusterName:          propagation.DefaultHubClusterName,
+		OptOutGracePeriod:       propagation.DefaultOptOutGracePeriod,
 		Concurrency:             4,
 		ReportWriteInterval:     report.DefaultWriteInterval,
 		AgentImage:              DefaultAgentImage,
@@ -152,6 +159,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	propagationOpts := propagation.Options{
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
 		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
+		HubClusterName: opts.HubClusterName, OptOutGracePeriod: opts.OptOutGracePeriod,
 	}
 	// One decoder of the agents' reports for the report controller and the status mirror.
 	agentReports := observed.NewReports()
