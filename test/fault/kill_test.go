@@ -117,7 +117,7 @@ func TestManagerKilledDuringPropagation(t *testing.T) {
 	g.Expect(check.Duplicated).To(gomega.BeZero(), "duplicated works")
 	g.Expect(check.Orphaned).To(gomega.BeZero(), "orphaned works")
 	g.Expect(check.Stale).To(gomega.BeZero(), "stale works")
-	f.expectFinalizers(g)
+	f.expectNoCleanupFinalizers(g)
 	f.expectNoPanic(g)
 }
 

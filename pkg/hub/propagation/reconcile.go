@@ -286,14 +286,14 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 		return refuse(ReasonLocalClusterNotSupported, fmt.Sprintf(
 			"cluster %q is the hub's own cluster, which the pull model does not target; the hub Argo CD deploys to it directly (push model)", cluster)), nil
 	} else if err != nil || managedCluster.DeletionTimestamp != nil {
-		return r.lostTarget(app, works, ReasonClusterNotFound,
+		return r.lostTarget(app, cluster, works, ReasonClusterNotFound,
 			fmt.Sprintf("ManagedCluster %q does not exist or is being deleted", cluster)), nil
 	}
 	addon := &addonv1beta1.ManagedClusterAddOn{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); client.IgnoreNotFound(err) != nil {
 		return outcome{}, fmt.Errorf("get managed cluster addon %s/%s: %w", cluster, r.opts.AddonName, err)
 	} else if err != nil || addon.DeletionTimestamp != nil {
-		return r.lostTarget(app, works, ReasonAddonNotEnabled,
+		return r.lostTarget(app, cluster, works, ReasonAddonNotEnabled,
 			fmt.Sprintf("cluster %q has no ManagedClusterAddOn %q; enable the addon on the cluster", cluster, r.opts.AddonName)), nil
 	}
 	if r.opts.RequirePlacementBinding {
@@ -302,7 +302,7 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 			return outcome{}, err
 		}
 		if !bound {
-			return r.lostTarget(app, works, ReasonClusterNotBoundToNamespace,
+			return r.lostTarget(app, cluster, works, ReasonClusterNotBoundToNamespace,
 				fmt.Sprintf("no PlacementDecision of a Placement in namespace %q selects cluster %q", app.GetNamespace(), cluster)), nil
 		}
 	}
@@ -331,13 +331,16 @@ func (r *reconciler) isHubCluster(cluster *clusterv1.ManagedCluster) bool {
 }
 
 // lostTarget is the outcome when the Application's cluster is not a target any more
-// (reason and message say why). Works it no longer has are not created; the works it
-// has are kept until the loss has lasted OptOutGracePeriod, counted from the
+// (reason and message say why). Works it no longer has are not created; when it has a
+// work on that cluster, its works are kept until the loss has lasted OptOutGracePeriod, counted from the
 // lastTransitionTime of the OCMPropagationError condition that reports this reason, and
 // then deleted. The condition's message says until when.
-func (r *reconciler) lostTarget(app *unstructured.Unstructured, works []workv1.ManifestWork, reason, message string) outcome {
+func (r *reconciler) lostTarget(app *unstructured.Unstructured, cluster string, works []workv1.ManifestWork, reason, message string) outcome {
 	grace := r.opts.OptOutGracePeriod
-	if len(works) == 0 || grace == 0 {
+	onTarget := slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.Namespace == cluster })
+	if !onTarget || grace == 0 {
+		// Nothing runs there to protect: works left on other clusters are stale by the
+		// user's own change of target, and go.
 		return outcome{problem: &problem{reason, message}}
 	}
 	if grace < 0 {

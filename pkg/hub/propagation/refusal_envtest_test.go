@@ -147,3 +147,20 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 	f.waitForWork("guestbook", cluster)
 	g.Eventually(func() string { return f.condition("guestbook") }).Should(gomega.BeEmpty())
 }
+
+// An Application moved to a cluster that is not a target keeps nothing on its old
+// cluster: the grace period protects what runs on the target cluster, not a work the
+// user moved away from.
+func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	g := f.g
+	east := f.readyCluster("east")
+	west := f.createCluster("west", true) // not bound to the namespace
+	f.create(f.application("guestbook", east))
+	f.waitForWork("guestbook", east)
+
+	f.updateApp("guestbook", func(app *unstructured.Unstructured) { setAnnotation(app, argoapp.AnnotationOCMManagedCluster, west) })
+	f.expectProblem("guestbook", ReasonClusterNotBoundToNamespace)
+	g.Eventually(func() []string { return f.workKeys("guestbook") }).Should(gomega.BeEmpty())
+}
