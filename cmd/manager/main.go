@@ -33,6 +33,8 @@ func main() {
 		`name of the hub's own ManagedCluster, never a pull target (a ManagedCluster labelled local-cluster="true" is not either)`)
 	flag.DurationVar(&opts.OptOutGracePeriod, "opt-out-grace-period", opts.OptOutGracePeriod,
 		"how long the ManifestWorks of an application are kept once its cluster left its placement, opted out or is gone; 0 deletes them at once, a negative value never")
+	flag.BoolVar(&opts.TakeOverForeignWorks, "take-over-foreign-works", opts.TakeOverForeignWorks,
+		"adopt the pulled ManifestWorks that another controller (Red Hat ACM's pull controller) made; only once that controller no longer serves the applications")
 	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")

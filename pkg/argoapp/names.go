@@ -82,6 +82,12 @@ const (
 	// are deleted. It is never copied to the managed cluster.
 	FinalizerManifestWorkCleanup = "apps.open-cluster-management.io/manifestwork-cleanup"
 
+	// LabelAddon, on a ManifestWork, names the addon (its ClusterManagementAddOn) whose
+	// manager made the work. A manager updates and deletes only the works that carry
+	// its own addon name: another pull controller, such as Red Hat ACM's, selects the
+	// same pull label and names its works the same way.
+	LabelAddon = "argocd-pull.open-cluster-management.io/addon"
+
 	// ConditionOCMPropagationError is the type of the status condition that says why a
 	// hub Application is not propagated to its managed cluster. Its message starts with
 	// a reason, such as "AddonNotEnabled: ". The propagation controller owns it: it sets

@@ -66,6 +66,9 @@ type Options struct {
 	// OptOutGracePeriod is how long the works of an Application are kept once its
 	// cluster is no longer a target (see propagation.Options.OptOutGracePeriod).
 	OptOutGracePeriod time.Duration
+	// TakeOverForeignWorks adopts the pulled works that another controller made (see
+	// propagation.Options.TakeOverForeignWorks).
+	TakeOverForeignWorks bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// ReportWriteInterval is the shortest time between two writes of one
@@ -160,6 +163,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
 		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
 		HubClusterName: opts.HubClusterName, OptOutGracePeriod: opts.OptOutGracePeriod,
+		TakeOverForeignWorks: opts.TakeOverForeignWorks,
 	}
 	// One decoder of the agents' reports for the report controller and the status mirror.
 	agentReports := observed.NewReports()

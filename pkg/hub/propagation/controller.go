@@ -97,6 +97,12 @@ type Options struct {
 	// cluster, so only a loss that lasts this long deletes them. 0 deletes them at once;
 	// a negative value never deletes them for this reason.
 	OptOutGracePeriod time.Duration
+	// TakeOverForeignWorks makes the manager treat the pulled works that another
+	// controller made for an Application (Red Hat ACM's pull controller) as its own:
+	// it updates them, labels them as its own, and deletes them when they are stale.
+	// Without it, an Application with such a work is left to that controller. Turn it
+	// on only once the other controller no longer serves these Applications.
+	TakeOverForeignWorks bool
 }
 
 // DefaultOptions returns the defaults: all namespaces, the tenant gate on.

@@ -34,9 +34,10 @@ func TestEnvtestPullsSelectedApplication(t *testing.T) {
 	f.create(app)
 	work := f.waitForWork("guestbook", cluster)
 
-	// The work is the render of the Application.
+	// The work is the render of the Application, marked as the manager's.
 	want, err := RenderManifestWork(f.getApp("guestbook"), RenderOptions{})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
+	want.Labels[argoapp.LabelAddon] = f.opts.AddonName
 	g.Expect(workUpToDate(work, want)).To(gomega.BeTrue(), "the work is not the render of the application")
 	g.Expect(payload(t, work).GetNamespace()).To(gomega.Equal(f.ns))
 	g.Eventually(func() bool { return hasFinalizer(f.getApp("guestbook"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeTrue())
@@ -358,10 +359,10 @@ func TestEnvtestDeletion(t *testing.T) {
 	t.Run("an application deleted behind the controller's back", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.g
-		// A work whose hub application does not exist.
+		// A work of the manager whose hub application does not exist.
 		orphan := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
 			Name: "ghost-12345", Namespace: cluster,
-			Labels: map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"},
+			Labels: map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: f.opts.AddonName},
 			Annotations: map[string]string{
 				argoapp.AnnotationHubApplicationNamespace: f.ns,
 				argoapp.AnnotationHubApplicationName:      "ghost",

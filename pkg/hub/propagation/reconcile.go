@@ -125,7 +125,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.opts.watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
-	works, err := r.worksOf(ctx, req.NamespacedName)
+	works, foreign, err := r.worksOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -141,14 +141,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("get application %s: %w", req.NamespacedName, err)
 	}
 	if app.GetDeletionTimestamp() != nil {
-		return ctrl.Result{}, r.finalize(ctx, app, works, paused)
+		return ctrl.Result{}, r.finalize(ctx, app, works, len(foreign) > 0, paused)
 	}
-	return r.propagate(ctx, app, works, paused)
+	return r.propagate(ctx, app, works, foreign, paused)
 }
 
 // propagate reconciles a live Application.
-func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, paused bool) (ctrl.Result, error) {
-	out, err := r.decide(ctx, app, works)
+func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructured, works, foreign []workv1.ManifestWork, paused bool) (ctrl.Result, error) {
+	out, err := r.decide(ctx, app, works, foreign)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -251,13 +251,16 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 // would prune the managed cluster over a typo. A cluster that stops being a target is
 // given OptOutGracePeriod before its works go (see lostTarget). Only a deliberate
 // opt-out of the Application itself (its pull label false or removed) deletes at once.
-func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork) (outcome, error) {
+func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured, works, foreign []workv1.ManifestWork) (outcome, error) {
 	pull, err := argoapp.PullLabelValue(app.GetLabels())
 	if err != nil {
 		return refuse(ReasonMalformedLabel, err.Error()+"; the ManifestWorks of this application are left as they are until it is true or false"), nil
 	}
 	if !pull {
 		return outcome{}, nil
+	}
+	if len(foreign) > 0 {
+		return r.servedByAnother(foreign), nil
 	}
 	if app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster] != "" && !argoapp.IsReconcileSkipped(app.GetAnnotations()) {
 		return refuse(ReasonMissingSkipReconcile, fmt.Sprintf(
@@ -277,6 +280,7 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 		}
 		return outcome{}, err
 	}
+	work.Labels = withEntry(work.Labels, argoapp.LabelAddon, r.opts.AddonName)
 
 	cluster := work.Namespace
 	managedCluster := &clusterv1.ManagedCluster{}
@@ -373,7 +377,11 @@ func (r *reconciler) lostTarget(app *unstructured.Unstructured, cluster string, 
 // finalizer goes, and so do the Argo CD finalizers of a pulled Application that the hub
 // Argo CD skips: they were meant for the spoke, and nobody else would remove them on
 // the hub. An Application that is not skipped keeps them for the hub Argo CD.
-func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, paused bool) error {
+//
+// When another controller also serves the Application (servedElsewhere), only the
+// manager's own works and finalizer go; the Argo CD finalizers are that controller's
+// business.
+func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, servedElsewhere, paused bool) error {
 	log := ctrl.LoggerFrom(ctx)
 	ours := slices.Contains(app.GetFinalizers(), argoapp.FinalizerManifestWorkCleanup)
 	pulled, _ := argoapp.PullLabelValue(app.GetLabels())
@@ -391,7 +399,7 @@ func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructure
 		// Wait for the deletions to complete: each one is an event that reconciles again.
 		return r.deleteWorks(ctx, app, works)
 	}
-	releaseArgoCD := (ours || pulled) && argoapp.IsReconcileSkipped(app.GetAnnotations())
+	releaseArgoCD := (ours || pulled) && argoapp.IsReconcileSkipped(app.GetAnnotations()) && !servedElsewhere
 	var removed []string
 	err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
 		removed = nil
@@ -447,15 +455,6 @@ func (r *reconciler) liveWork(ctx context.Context, key types.NamespacedName) (*w
 		return nil, fmt.Errorf("get manifestwork %s: %w", key, err)
 	}
 	return work, nil
-}
-
-// worksOf returns the pulled ManifestWorks that point back to the Application key.
-func (r *reconciler) worksOf(ctx context.Context, key types.NamespacedName) ([]workv1.ManifestWork, error) {
-	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.MatchingFields{indexWorkByApplication: key.String()}); err != nil {
-		return nil, fmt.Errorf("list the ManifestWorks of application %s: %w", key, err)
-	}
-	return works.Items, nil
 }
 
 // paused reports whether the pause switch is on: the annotation
