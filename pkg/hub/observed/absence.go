@@ -73,7 +73,7 @@ func (a *Absence) Condition() argoapp.Condition {
 	case ReasonNamespaceNotWatched:
 		msg = fmt.Sprintf("The agent of cluster %s watches the namespaces [%s]; this application was delivered to namespace %s, so the agent does not see it and %s. "+
 			"Add %s to the agent's namespaces (chart value agent.watchNamespaces), or deliver the application to a watched namespace (annotation %s).",
-			a.Cluster, strings.Join(a.WatchNamespaces, ", "), a.Namespace, shownInstead, a.Namespace, argoapp.AnnotationOCMManagedClusterAppNamespace)
+			a.Cluster, listNamespaces(a.WatchNamespaces), a.Namespace, shownInstead, a.Namespace, argoapp.AnnotationOCMManagedClusterAppNamespace)
 	case ReasonLeftOutOfReport:
 		msg = fmt.Sprintf("The agent of cluster %s left applications out of its report to fit its size budget, this one (%s) among them, so %s. "+
 			"The summary condition of ManagedClusterAddOn %s/%s says what was cut; fewer applications per cluster, or fixing the failing ones, makes room.",
@@ -91,6 +91,17 @@ func (a *Absence) Condition() argoapp.Condition {
 			a.Cluster, app, a.ManifestWork, shownInstead, check)
 	}
 	return argoapp.Condition{Type: ConditionNotReported, Message: msg}
+}
+
+// maxListedNamespaces bounds the namespaces a message lists.
+const maxListedNamespaces = 10
+
+// listNamespaces returns the namespaces for a message, at most maxListedNamespaces.
+func listNamespaces(namespaces []string) string {
+	if len(namespaces) <= maxListedNamespaces {
+		return strings.Join(namespaces, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(namespaces[:maxListedNamespaces], ", "), len(namespaces)-maxListedNamespaces)
 }
 
 // Observation is what the agent's report says of one pulled app.
