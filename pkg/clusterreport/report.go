@@ -8,7 +8,9 @@
 //   - one per Application, of type AppConditionType(namespace, name), whose message is a
 //     compact JSON payload carrying a Version;
 //   - one summary (ConditionSummary) that a person reads in kubectl describe;
-//   - the agent's prerequisite diagnostics (ConditionApplicationCRD and friends).
+//   - the agent's prerequisite diagnostics (ConditionApplicationCRD and friends);
+//   - the scope (ConditionReportScope): the namespaces the agent watches, and how many
+//     apps the budget left out, as a versioned JSON payload.
 //
 // The encoding is bounded (MaxBytes in all, MaxConditionMessageBytes per condition, with
 // per-app caps on resources and messages), deterministic (an unchanged state encodes to
