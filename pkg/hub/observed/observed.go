@@ -325,27 +325,6 @@ func (e *decoded) keepLastGood(previous []clusterreport.App) {
 	})
 }
 
-// Find returns the app of the addon's report that the ManifestWork workName carries, or
-// that points back to the hub Application hub; nil when the cluster has not reported it.
-// When the latest report of the app could not be decoded, the app is its last good
-// version (nil when there is none) and the Rejection says why.
-func (r *Reports) Find(addon *addonv1beta1.ManagedClusterAddOn, workName string, hub types.NamespacedName) (*clusterreport.App, *Rejection) {
-	if addon == nil {
-		return nil, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, _ := r.decodeLocked(addon)
-	app := FindApp(e.apps, workName, hub)
-	switch {
-	case app != nil && e.rejected[app.Key()] != nil:
-		return app, &Rejection{Err: e.rejected[app.Key()], LastGood: true}
-	case app == nil && e.whole != nil:
-		return nil, &Rejection{Err: e.whole}
-	}
-	return app, nil
-}
-
 // Forget drops a deleted addon's report.
 func (r *Reports) Forget(namespace, name string) {
 	r.mu.Lock()
