@@ -228,7 +228,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	apps, err := r.clusterApps(ctx, req.NamespacedName)
+	apps, recheck, err := r.clusterApps(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -249,7 +249,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	statuses := RenderStatuses(req.Namespace, apps)
 	if exists && reportUpToDate(current, appSet, statuses) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
@@ -265,7 +265,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.wrote(req.NamespacedName, time.Since(start), false)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // reportUpToDate reports whether the report already holds statuses, its ApplicationSet
@@ -299,24 +299,25 @@ func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Uns
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
-// feedback and agent report.
-func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) ([]ClusterApp, error) {
+// feedback and agent report. recheck, when positive, is when an app missing from its
+// agent's report is to be looked at again (observed.Observation.RecheckAfter).
+func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, err error) {
 	apps := argoapp.NewApplicationList()
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report.
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
 		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list the Applications of %s: %w", appSet, err)
+		return nil, 0, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}
 	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
+		return nil, 0, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
 	}
 	worksByName := map[types.NamespacedName]*workv1.ManifestWork{}
 	for i := range works.Items {
 		worksByName[client.ObjectKeyFromObject(&works.Items[i])] = &works.Items[i]
 	}
 	addons := map[string]*addonv1beta1.ManagedClusterAddOn{}
-	var out []ClusterApp
+	now := time.Now()
 	for i := range apps.Items {
 		app := &apps.Items[i]
 		if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
@@ -333,26 +334,27 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			addon = &addonv1beta1.ManagedClusterAddOn{}
 			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon, client.UnsafeDisableDeepCopy); err != nil {
 				if !apierrors.IsNotFound(err) {
-					return nil, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
+					return nil, 0, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
 				}
 				addon = nil
 			}
 			addons[cluster] = addon
 		}
-		var agentApp *clusterreport.App
-		var rejection *observed.Rejection
-		if work != nil && addon != nil {
-			// The Event of a rejection is recorded by the addon watch.
-			agentApp, rejection = r.opts.Reports.Find(addon, workName, client.ObjectKeyFromObject(app))
+		// The Event of a rejection is recorded by the addon watch, that of an absence by
+		// the status mirror, on the hub Application.
+		obs := r.opts.Reports.Observe(addon, work, client.ObjectKeyFromObject(app), now)
+		if obs.RecheckAfter > 0 && (recheck == 0 || obs.RecheckAfter < recheck) {
+			recheck = obs.RecheckAfter
 		}
 		out = append(out, ClusterApp{
 			Cluster: cluster, HubApp: app.GetName(), ManifestWork: workName,
-			State:    observed.Merge(observed.FeedbackOf(work), agentApp),
-			Stale:    observed.StalenessOf(addon),
-			Rejected: rejection,
+			State:       observed.Merge(observed.FeedbackOf(work), obs.App),
+			Stale:       observed.StalenessOf(addon),
+			Rejected:    obs.Rejection,
+			NotReported: obs.Absence,
 		})
 	}
-	return out, nil
+	return out, recheck, nil
 }
 
 func (r *reconciler) watches(namespace string) bool {
@@ -412,7 +414,8 @@ func mapWork(_ context.Context, work client.Object) []reconcile.Request {
 
 // addonHandler enqueues the reports that a change of a cluster's ManagedClusterAddOn
 // affects: every report with an app on the cluster when the addon appears, goes or
-// changes availability or crosses the size budget; else those whose apps' entries in the agent's report changed.
+// changes in a way that concerns all its apps (observed.ClusterWideChange); else those
+// whose apps' entries in the agent's report changed.
 // It records an invalid agent report as a Warning Event, once per version.
 func (r *reconciler) addonHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -436,8 +439,7 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 				return
 			}
 			r.checkReport(ctx, addon)
-			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) ||
-				observed.OverBudgetChanged(old.Status.Conditions, addon.Status.Conditions) {
+			if observed.ClusterWideChange(old.Status.Conditions, addon.Status.Conditions) {
 				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 				return
 			}

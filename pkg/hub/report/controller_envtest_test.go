@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -338,10 +339,21 @@ func TestReportController(t *testing.T) {
 				Conditions: []appsv1alpha1.Condition{{Type: "SyncError", Message: clusterreport.TruncateMessage(firstError, MaxConditionMessageBytes)}},
 			}))
 			for _, cluster := range []string{"cluster2", "cluster3"} {
-				g.Expect(entry(g, r, cluster)).To(gomega.Equal(appsv1alpha1.ClusterCondition{
+				e := entry(g, r, cluster)
+				var notes []appsv1alpha1.Condition
+				e.Conditions, notes = nil, e.Conditions
+				g.Expect(e).To(gomega.Equal(appsv1alpha1.ClusterCondition{
 					Cluster: cluster, App: appField(cluster), SyncStatus: "Synced", HealthStatus: "Progressing", SyncRevision: "sha1",
 					OperationStatePhase: "Running", OperationStateStartedAt: "2026-01-01T00:00:00Z",
 				}))
+				if cluster == "cluster2" {
+					g.Expect(notes).To(gomega.BeEmpty())
+					continue
+				}
+				// cluster3's work is applied, its agent reports, but not this app.
+				g.Expect(notes).To(gomega.HaveLen(1))
+				g.Expect(notes[0].Type).To(gomega.Equal(observed.ConditionNotReported))
+				g.Expect(notes[0].Message).To(gomega.HavePrefix("The agent of cluster cluster3 reports applications, but not this one (argocd/guestbook-cluster3, delivered by ManifestWork " + works["cluster3"].Name + ")"))
 			}
 			// The union; cluster1's Service failed to deploy, cluster2's did not.
 			g.Expect(r.Statuses.Resources).To(gomega.Equal([]appsv1alpha1.ResourceRef{
@@ -463,6 +475,34 @@ func TestReportController(t *testing.T) {
 			g.Expect(entry(g, r, "cluster3").HealthStatus).To(gomega.Equal("Healthy"))
 			g.Expect(entry(g, r, "cluster1").Conditions).To(gomega.HaveLen(1))
 			g.Expect(r.Statuses.Summary).To(gomega.Equal(summary("3", "2", "1", "1", "2", "1", "0")))
+		}).Should(gomega.Succeed())
+	})
+
+	t.Run("an app delivered to a namespace its agent does not watch, then watched", func(t *testing.T) {
+		g := newG(t)
+		g.Expect(entry(g, getReport(g), "cluster3").Conditions).To(gomega.BeEmpty(), "reported again since the previous step")
+		// cluster2's agent watches openshift-gitops only; the app went to argocd.
+		enc, err := clusterreport.Encode(clusterreport.Report{Scope: &clusterreport.Scope{WatchNamespaces: []string{"openshift-gitops"}}})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		scope := enc.Conditions[slices.IndexFunc(enc.Conditions, func(c metav1.Condition) bool { return c.Type == clusterreport.ConditionReportScope })]
+		setAgentReport("cluster2", nil, metav1.ConditionTrue, "", scope)
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			e := entry(g, r, "cluster2")
+			g.Expect(e.Conditions).To(gomega.HaveLen(1))
+			g.Expect(e.Conditions[0].Type).To(gomega.Equal(observed.ConditionNotReported))
+			g.Expect(e.Conditions[0].Message).To(gomega.HavePrefix(
+				"The agent of cluster cluster2 watches the namespaces [openshift-gitops]; this application was delivered to namespace argocd"))
+			g.Expect(e.SyncStatus).To(gomega.Equal("Synced"), "the feedback stays")
+			// cluster2's Deployment is gone from the union.
+			g.Expect(r.Statuses.Resources).NotTo(gomega.ContainElement(ref("apps/v1", "Deployment", "guestbook-ui")))
+		}).Should(gomega.Succeed())
+		// Back to the report of the previous steps: the entry and its resources come back.
+		setAgentReport("cluster2", cluster2Report(cluster2Resources), metav1.ConditionTrue, "")
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			g.Expect(entry(g, r, "cluster2").Conditions).To(gomega.BeEmpty())
+			g.Expect(r.Statuses.Resources).To(gomega.ContainElement(ref("apps/v1", "Deployment", "guestbook-ui")))
 		}).Should(gomega.Succeed())
 	})
 
