@@ -146,6 +146,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Not propagated (yet): nothing to mirror; the status stays as it is.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if work.Labels[argoapp.LabelAddon] != r.opts.AddonName {
+		// Another controller's work (Red Hat ACM's pull controller), which also writes
+		// the status; or one of an earlier release that propagation labels on its next
+		// apply, which is another event. Mirror only what this addon delivers.
+		return ctrl.Result{}, nil
+	}
 	addon := &addonv1beta1.ManagedClusterAddOn{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); err != nil {
 		if !apierrors.IsNotFound(err) {

@@ -94,7 +94,7 @@ func TestStatusMirror(t *testing.T) {
 	newWork := func(app *unstructured.Unstructured) *workv1.ManifestWork {
 		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
 			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"},
+			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: propagation.DefaultAddonName},
 			Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: app.GetName()},
 		}}
 		g.Expect(c.Create(ctx, w)).To(gomega.Succeed())
@@ -193,6 +193,23 @@ func TestStatusMirror(t *testing.T) {
 		g.Expect(str(got, "status", "sync", "revision")).To(gomega.Equal("rev1"))
 		g.Expect(str(got, "status", "operationState", "phase")).To(gomega.Equal("Succeeded"))
 		g.Expect(str(got, "status", "reconciledAt")).NotTo(gomega.BeEmpty())
+	})
+
+	t.Run("another controller's work is not mirrored", func(t *testing.T) {
+		app := newApp("served-by-acm", false)
+		work := newWork(app)
+		// Red Hat ACM's pull controller names and annotates its works as this addon does,
+		// but without this addon's label; it writes the status itself.
+		g.Eventually(func() error {
+			cur := &workv1.ManifestWork{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(work), cur); err != nil {
+				return err
+			}
+			delete(cur.Labels, argoapp.LabelAddon)
+			return c.Update(ctx, cur)
+		}).Should(gomega.Succeed())
+		setFeedback(work, "Healthy", "Synced")
+		g.Consistently(func() string { return str(get("served-by-acm"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
 	})
 
 	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {

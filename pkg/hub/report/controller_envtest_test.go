@@ -172,6 +172,7 @@ func TestReportController(t *testing.T) {
 			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
 			Labels: map[string]string{
 				argoapp.LabelPullToOCMManagedCluster: "true",
+				argoapp.LabelAddon:                   propagation.DefaultAddonName,
 				argoapp.LabelApplicationSet:          "true",
 				argoapp.LabelApplicationSetHash:      argoapp.ApplicationSetHash(appsNamespace, appSetName),
 			},
