@@ -224,6 +224,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder(ControllerName),
 		opts:      opts,
+		problems:  sharedProblems,
 	}
 	sweeps := make(chan event.TypedGenericEvent[types.NamespacedName])
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -95,6 +95,8 @@ type reconciler struct {
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	opts      Options
+	// problems counts the Applications that are not propagated, by reason.
+	problems *problemTracker
 }
 
 // problem is bad input that keeps an Application from propagating: it is recorded on the
@@ -136,11 +138,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	app := argoapp.NewApplication()
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.problems.set(req.NamespacedName, "")
 			return ctrl.Result{}, r.cleanUpAfterDeletion(ctx, req.NamespacedName, works, paused)
 		}
 		return ctrl.Result{}, fmt.Errorf("get application %s: %w", req.NamespacedName, err)
 	}
 	if app.GetDeletionTimestamp() != nil {
+		r.problems.set(req.NamespacedName, "")
 		return ctrl.Result{}, r.finalize(ctx, app, works, len(foreign) > 0, paused)
 	}
 	return r.propagate(ctx, app, works, foreign, paused)
@@ -155,6 +159,11 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	if err := r.report(ctx, app, out.problem); err != nil {
 		return ctrl.Result{}, err
 	}
+	reason := ""
+	if out.problem != nil {
+		reason = out.problem.reason
+	}
+	r.problems.set(client.ObjectKeyFromObject(app), reason)
 	result := ctrl.Result{RequeueAfter: out.recheckAfter}
 	if out.freeze {
 		return result, nil
