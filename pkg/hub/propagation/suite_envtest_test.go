@@ -428,12 +428,18 @@ func (f *fixture) markApplied(key types.NamespacedName) {
 		if err := f.c.Get(f.ctx, key, work); err != nil {
 			return err
 		}
-		meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
-			Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
-			Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
-		})
+		setApplied(work)
 		return f.c.Status().Update(f.ctx, work)
 	}).Should(gomega.Succeed())
+}
+
+// setApplied sets the Applied condition of work for its current generation, as the
+// work agent does once it applied the work.
+func setApplied(work *workv1.ManifestWork) {
+	meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
+		Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
+		Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
+	})
 }
 
 // setOperationFeedback sets the operation state of the spoke Application in the status
@@ -445,10 +451,7 @@ func (f *fixture) setOperationFeedback(key types.NamespacedName, phase, startedA
 		if err := f.c.Get(f.ctx, key, work); err != nil {
 			return err
 		}
-		meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
-			Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
-			Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
-		})
+		setApplied(work)
 		value := func(name, s string) workv1.FeedbackValue {
 			return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(s)}}
 		}
