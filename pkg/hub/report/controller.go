@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 	if err := propagation.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	return appsv1alpha1.AddToScheme(scheme)
 }
 
@@ -158,7 +162,8 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{}}
+	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{},
+		served: &servedSchema{reader: mgr.GetAPIReader()}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
@@ -181,6 +186,8 @@ type reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+	// served fits the reports to the CRD the hub serves.
+	served *servedSchema
 
 	mu sync.Mutex
 	// nextWrite is when each report may be written next, for WriteInterval.
@@ -247,11 +254,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
-	statuses := RenderStatuses(req.Namespace, apps)
+	statuses, err := r.served.fit(ctx, RenderStatuses(req.Namespace, apps))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if exists && reportUpToDate(current, appSet, statuses) {
 		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
-	statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	if declared, err := r.served.fit(ctx, appsv1alpha1.AppConditions{LastUpdateTime: ptr.To(metav1.NewTime(time.Unix(1, 0)))}); err == nil && declared.LastUpdateTime != nil {
+		statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
 	// whatever else is on the report (labels, annotations of other writers) stays.
@@ -261,6 +273,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	start := time.Now()
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		r.served.forget() // the CRD may have changed
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
 	r.wrote(req.NamespacedName, time.Since(start), false)

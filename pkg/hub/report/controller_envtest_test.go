@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -577,6 +578,43 @@ func TestReportController(t *testing.T) {
 			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
 	})
 
+	t.Run("on a CRD that declares only the documented fields (ACM's), the report still applies, exact", func(t *testing.T) {
+		g := newG(t)
+		crds, err := client.New(env.Config, client.Options{Scheme: scheme})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Eventually(func() error {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := crds.Get(ctx, types.NamespacedName{Name: ReportCRDName}, crd); err != nil {
+				return err
+			}
+			for i := range crd.Spec.Versions {
+				crd.Spec.Versions[i].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: documentedReportSchema()}
+			}
+			return crds.Update(ctx, crd)
+		}).Should(gomega.Succeed())
+		// The apiserver serves the new schema once it prunes what it does not declare.
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.LastUpdateTime).To(gomega.BeNil())
+		}).Should(gomega.Succeed())
+
+		setFeedback("cluster2", feedback{"Healthy", "Synced", "Succeeded"}, "documented")
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			g.Expect(entry(g, r, "cluster2").HealthStatus).To(gomega.Equal("Healthy"))
+			g.Expect(r.Statuses.Summary.Healthy).To(gomega.Equal("2"))
+			g.Expect(r.Statuses.Summary.Stale).To(gomega.BeEmpty())
+			g.Expect(r.Statuses.LastUpdateTime).To(gomega.BeNil())
+		}).Should(gomega.Succeed())
+		// Settled: the fitted report is up to date, not rewritten for fields it cannot hold.
+		g.Eventually(func(g gomega.Gomega) {
+			n := writes.Load()
+			time.Sleep(500 * time.Millisecond)
+			g.Expect(writes.Load()).To(gomega.Equal(n))
+		}).Should(gomega.Succeed())
+		before := writes.Load()
+		g.Consistently(func() int64 { return writes.Load() }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+	})
+
 	t.Run("deleted when the ApplicationSet has no pulled apps anymore", func(t *testing.T) {
 		g := newG(t)
 		// One app leaves the pull model: its entry goes.
@@ -607,4 +645,31 @@ func TestReportController(t *testing.T) {
 			return apierrors.IsNotFound(c.Get(ctx, reportKey, &appsv1alpha1.MulticlusterApplicationSetReport{}))
 		}, 500*time.Millisecond, 100*time.Millisecond).Should(gomega.BeTrue())
 	})
+}
+
+// documentedReportSchema is the schema of a MulticlusterApplicationSetReport that
+// declares only the fields of the pull-model reference, as Red Hat ACM's CRD does.
+func documentedReportSchema() *apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	object := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	}
+	list := func(item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}}
+	}
+	schema := object(map[string]apiextensionsv1.JSONSchemaProps{
+		"apiVersion": str, "kind": str, "metadata": {Type: "object"},
+		"statuses": object(map[string]apiextensionsv1.JSONSchemaProps{
+			"resources": list(object(map[string]apiextensionsv1.JSONSchemaProps{"apiVersion": str, "kind": str, "name": str, "namespace": str})),
+			"clusterConditions": list(object(map[string]apiextensionsv1.JSONSchemaProps{
+				"cluster": str, "app": str, "syncStatus": str, "healthStatus": str, "syncRevision": str,
+				"operationStatePhase": str, "operationStateStartedAt": str,
+				"conditions": list(object(map[string]apiextensionsv1.JSONSchemaProps{"type": str, "message": str})),
+			})),
+			"summary": object(map[string]apiextensionsv1.JSONSchemaProps{
+				"clusters": str, "synced": str, "notSynced": str, "healthy": str, "notHealthy": str, "inProgress": str,
+			}),
+		}),
+	})
+	return &schema
 }
