@@ -35,6 +35,8 @@ func main() {
 		"how long the ManifestWorks of an application are kept once its cluster left its placement, opted out or is gone; 0 deletes them at once, a negative value never")
 	flag.BoolVar(&opts.TakeOverForeignWorks, "take-over-foreign-works", opts.TakeOverForeignWorks,
 		"adopt the pulled ManifestWorks that another controller (Red Hat ACM's pull controller) made; only once that controller no longer serves the applications")
+	flag.BoolVar(&opts.ClusterSecrets, "cluster-secrets", opts.ClusterSecrets,
+		"keep an Argo CD cluster Secret per opted-in cluster in the Argo CD namespace; false deletes the ones the manager made (a cluster that already has a cluster Secret of another tool never gets a second one)")
 	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")

@@ -69,6 +69,8 @@ type Options struct {
 	// TakeOverForeignWorks adopts the pulled works that another controller made (see
 	// propagation.Options.TakeOverForeignWorks).
 	TakeOverForeignWorks bool
+	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster (pkg/hub/clustersecret).
+	ClusterSecrets bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// ReportWriteInterval is the shortest time between two writes of one
@@ -102,6 +104,7 @@ func DefaultOptions() Options {
 		RequirePlacementBinding: true,
 		HubClusterName:          propagation.DefaultHubClusterName,
 		OptOutGracePeriod:       propagation.DefaultOptOutGracePeriod,
+		ClusterSecrets:          true,
 		Concurrency:             4,
 		ReportWriteInterval:     report.DefaultWriteInterval,
 		AgentImage:              DefaultAgentImage,
@@ -207,6 +210,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if err := clustersecret.Setup(mgr, clustersecret.Options{
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+		Disabled: !opts.ClusterSecrets,
 	}); err != nil {
 		return fmt.Errorf("set up cluster secrets: %w", err)
 	}
