@@ -48,6 +48,8 @@ verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code,
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
+	go -C hack/image vet .
+	@go -C hack/image mod tidy -diff || { echo "hack/image/go.mod is not tidy: run go -C hack/image mod tidy"; exit 1; }
 	hack/verify-generated.sh
 	hack/verify-manifests.sh
 

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -412,6 +413,82 @@ func TestBinariesRunFromTheImage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPushWithCrane pushes the layout as the README does, with bin/crane (`make crane`), to
+// crane's own registry on loopback: the registry must serve the digest of the digest file.
+func TestPushWithCrane(t *testing.T) {
+	dir := image(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("make", "--no-print-directory", "-C", root, "crane").CombinedOutput(); err != nil {
+		t.Fatalf("make crane: %v\n%s", err, out)
+	}
+	crane := filepath.Join(root, "bin", "crane")
+
+	serve := exec.Command(crane, "registry", "serve", "--address", "127.0.0.1:0")
+	stderr, err := serve.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	port := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		var log string
+		for {
+			n, err := stderr.Read(buf)
+			log += string(buf[:n])
+			if _, p, ok := strings.Cut(log, "serving on port "); ok && strings.Contains(p, "\n") {
+				port <- strings.TrimSpace(strings.SplitN(p, "\n", 2)[0])
+				io.Copy(io.Discard, stderr)
+				return
+			}
+			if err != nil {
+				close(port)
+				return
+			}
+		}
+	}()
+	var addr string
+	select {
+	case p, ok := <-port:
+		if !ok {
+			t.Fatal("crane registry serve exited before it served")
+		}
+		addr = "127.0.0.1:" + p
+	case <-time.After(30 * time.Second):
+		t.Fatal("crane registry serve did not start in 30s")
+	}
+
+	want, err := os.ReadFile(filepath.Join(dir, name+".digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := addr + "/gitops/argocd-pull-addon:" + tag
+	out, err := exec.Command(crane, "push", filepath.Join(dir, name+".oci"), ref).Output()
+	if err != nil {
+		t.Fatalf("crane push: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != addr+"/gitops/argocd-pull-addon@"+strings.TrimSpace(string(want)) {
+		t.Errorf("crane push printed %s, want the digest %s", got, want)
+	}
+	out, err = exec.Command(crane, "digest", ref).Output()
+	if err != nil {
+		t.Fatalf("crane digest: %v", err)
+	}
+	if string(out) != string(want) {
+		t.Errorf("the registry serves %s as %s, want %s", ref, out, want)
+	}
+	out, err = exec.Command(crane, "config", "--platform", "linux/"+runtime.GOARCH, ref).Output()
+	if err != nil || !strings.Contains(string(out), `"User":"65532:65532"`) {
+		t.Errorf("crane config of the pushed image: %v\n%s", err, out)
 	}
 }
 

@@ -180,12 +180,13 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 	}, nil
 }
 
-// agentImage rewrites image with the first registry override that changes it, as the
-// framework's addonfactory.GetAgentImageValues does: the AddOnDeploymentConfig's
-// registries, else the ManagedCluster's open-cluster-management.io/image-registries
-// annotation (ACM's mirror of a disconnected cluster). A malformed annotation is an error:
-// the framework reports it on the ManagedClusterAddOn, and the agent is not deployed from a
-// registry the cluster cannot reach.
+// agentImage rewrites image as the framework's addonfactory.GetAgentImageValues does: with
+// the AddOnDeploymentConfig's registries when one of them matches, else with the
+// ManagedCluster's open-cluster-management.io/image-registries annotation (ACM's mirrors
+// for a disconnected cluster); in each list the last matching entry wins. A malformed
+// annotation is an error: the framework sets ManifestApplied=False with it on the
+// ManagedClusterAddOn and leaves the deployed agent as it is, rather than point it at a
+// registry the cluster may not reach.
 func agentImage(image string, adc *addonv1beta1.AddOnDeploymentConfig, clusterAnnotations map[string]string) (string, error) {
 	if adc != nil {
 		if mirrored := addonfactory.OverrideImage(adc.Spec.Registries, image); mirrored != image {
