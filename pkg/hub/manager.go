@@ -10,6 +10,7 @@ import (
 	"maps"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -78,6 +79,11 @@ type Options struct {
 	ReportWriteInterval time.Duration
 	// AgentImage is the image of the agent the addon framework deploys to each cluster.
 	AgentImage string
+	// AgentImagePullPolicy is the agent container's imagePullPolicy.
+	AgentImagePullPolicy string
+	// AgentImagePullSecrets name the Secrets, in the agent's namespace on each managed
+	// cluster, that its Pod pulls the image with.
+	AgentImagePullSecrets []string
 	// AgentWatchNamespaces are the namespaces of the managed clusters' Argo CD, where the
 	// agent watches Applications.
 	AgentWatchNamespaces []string
@@ -85,9 +91,9 @@ type Options struct {
 	GracefulShutdown time.Duration
 }
 
-// DefaultAgentImage is the agent's image unless a flag or an AddOnDeploymentConfig
-// registry override says otherwise.
-const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:latest"
+// DefaultAgentImage is the agent's image unless a flag or a registry override says
+// otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
+const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
@@ -108,6 +114,7 @@ func DefaultOptions() Options {
 		Concurrency:             4,
 		ReportWriteInterval:     report.DefaultWriteInterval,
 		AgentImage:              DefaultAgentImage,
+		AgentImagePullPolicy:    string(corev1.PullIfNotPresent),
 		AgentWatchNamespaces:    []string{"argocd"},
 		GracefulShutdown:        30 * time.Second,
 	}
@@ -124,6 +131,11 @@ func (o Options) Validate() error {
 	}
 	if o.AgentImage == "" {
 		errs = append(errs, errors.New("the agent image is empty"))
+	}
+	switch corev1.PullPolicy(o.AgentImagePullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("the agent image pull policy %q is not Always, IfNotPresent or Never", o.AgentImagePullPolicy))
 	}
 	if len(o.AgentWatchNamespaces) == 0 {
 		errs = append(errs, errors.New("the agent watches no namespace"))
@@ -263,6 +275,7 @@ func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager,
 	}
 	agentAddon, err := addon.NewAgentAddon(addon.Options{
 		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
+		AgentImagePullPolicy: corev1.PullPolicy(opts.AgentImagePullPolicy), AgentImagePullSecrets: opts.AgentImagePullSecrets,
 	}, kube, addons)
 	if err != nil {
 		return nil, err
