@@ -55,7 +55,7 @@ verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code,
 
 .PHONY: test-unit
 test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	go test -timeout 20m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
