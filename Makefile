@@ -19,6 +19,15 @@ FUZZ_LONG ?= 3m
 # The scale of make bench: full (1,000 clusters, 10,000 apps; writes docs/benchmarks.md),
 # medium (250 clusters) or small (50 clusters, the smoke test of make test).
 SCALE ?= full
+# The image (make image): built from scratch by hack/image, no Docker. Its tag defaults to
+# the chart's appVersion, the chart's default tag; SOURCE_DATE_EPOCH (the commit time) dates
+# every file, so that two builds of one commit have one digest.
+IMAGE_REPO      ?= quay.io/ocm-gitops/argocd-pull-addon
+IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/argocd-pull-addon/Chart.yaml)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_DIR       ?= $(BIN_DIR)/image
+IMAGE_REVISION  ?= $(shell git rev-parse HEAD)$(shell [ -z "$$(git status --porcelain)" ] || echo -dirty)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
 
 export KUBEBUILDER_ASSETS := $(BIN_DIR)
 
@@ -39,12 +48,14 @@ verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code,
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
+	go -C hack/image vet .
+	@go -C hack/image mod tidy -diff || { echo "hack/image/go.mod is not tidy: run go -C hack/image mod tidy"; exit 1; }
 	hack/verify-generated.sh
 	hack/verify-manifests.sh
 
 .PHONY: test-unit
 test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	go test -timeout 20m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
@@ -83,6 +94,21 @@ build: ## Build the product binaries and the fleet command into bin/
 	go build -o $(BIN_DIR)/manager ./cmd/manager
 	go build -o $(BIN_DIR)/agent ./cmd/agent
 	go build -o $(BIN_DIR)/fleet ./test/fleet/cmd/fleet
+
+.PHONY: image
+image: ## Build the image without Docker (hack/image): an OCI layout, its tarball and digest in bin/image; IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go -C hack/image run . -src $(CURDIR) -out $(IMAGE_DIR) \
+	  -repository $(IMAGE_REPO) -tag $(IMAGE_TAG) -revision $(IMAGE_REVISION) -platforms $(IMAGE_PLATFORMS)
+
+.PHONY: image-push
+image-push: image $(BIN_DIR)/crane ## Push the image to IMAGE_REPO:IMAGE_TAG with bin/crane (log in with bin/crane auth login, or docker's config)
+	$(BIN_DIR)/crane push $(IMAGE_DIR)/argocd-pull-addon.oci $(IMAGE_REPO):$(IMAGE_TAG)
+
+.PHONY: crane
+crane: $(BIN_DIR)/crane ## Build crane (go-containerregistry, pinned in hack/image/go.mod) into bin/
+
+$(BIN_DIR)/crane: hack/image/go.mod hack/image/go.sum
+	CGO_ENABLED=0 go -C hack/image build -trimpath -o $@ github.com/google/go-containerregistry/cmd/crane
 
 .PHONY: manifests
 manifests: tools-helm ## Render manifests/ from charts/argocd-pull-addon (run after make generate)

@@ -15,7 +15,7 @@ import (
 
 func main() {
 	opts := hub.DefaultOptions()
-	var watchNamespaces, agentWatchNamespaces string
+	var watchNamespaces, agentWatchNamespaces, agentPullSecrets string
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling; "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
@@ -29,7 +29,18 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces of hub Applications to pull; empty means all")
 	flag.BoolVar(&opts.RequirePlacementBinding, "require-placement-binding", opts.RequirePlacementBinding,
 		"pull an Application only when a PlacementDecision in its namespace selects the target cluster")
+	flag.StringVar(&opts.HubClusterName, "hub-cluster-name", opts.HubClusterName,
+		`name of the hub's own ManagedCluster, never a pull target (a ManagedCluster labelled local-cluster="true" is not either)`)
+	flag.DurationVar(&opts.OptOutGracePeriod, "opt-out-grace-period", opts.OptOutGracePeriod,
+		"how long the ManifestWorks of an application are kept once its cluster left its placement, opted out or is gone; 0 deletes them at once, a negative value never")
+	flag.BoolVar(&opts.TakeOverForeignWorks, "take-over-foreign-works", opts.TakeOverForeignWorks,
+		"adopt the pulled ManifestWorks that another controller (Red Hat ACM's pull controller) made; only once that controller no longer serves the applications")
+	flag.BoolVar(&opts.ClusterSecrets, "cluster-secrets", opts.ClusterSecrets,
+		"keep an Argo CD cluster Secret per opted-in cluster in the Argo CD namespace; false deletes the ones the manager made (a cluster that already has a cluster Secret of another tool never gets a second one)")
 	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
+	flag.StringVar(&opts.AgentImagePullPolicy, "agent-image-pull-policy", opts.AgentImagePullPolicy, "imagePullPolicy of the agent: Always, IfNotPresent or Never")
+	flag.StringVar(&agentPullSecrets, "agent-image-pull-secrets", "",
+		"comma-separated Secrets in the agent's namespace on each managed cluster to pull its image with")
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")
 	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
@@ -42,6 +53,9 @@ func main() {
 		opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
 	}
 	opts.AgentWatchNamespaces = strings.Split(agentWatchNamespaces, ",")
+	if agentPullSecrets != "" {
+		opts.AgentImagePullSecrets = strings.Split(agentPullSecrets, ",")
+	}
 	ctrl.SetLogger(klog.NewKlogr())
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

@@ -93,6 +93,27 @@ func FindCondition(app *unstructured.Unstructured, condType string) (string, boo
 	return "", false, nil
 }
 
+// ConditionSince returns the message and the lastTransitionTime of the condition of type
+// condType in status.conditions of app, and whether there is one. A missing or
+// unreadable time is zero.
+func ConditionSince(app *unstructured.Unstructured, condType string) (string, time.Time, bool) {
+	conditions, err := conditionsOf(app)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	for _, item := range conditions {
+		entry := item.(map[string]any)
+		if entry["type"] != condType {
+			continue
+		}
+		message, _ := entry["message"].(string)
+		raw, _ := entry["lastTransitionTime"].(string)
+		since, _ := time.Parse(time.RFC3339, raw)
+		return message, since, true
+	}
+	return "", time.Time{}, false
+}
+
 // conditionsOf returns status.conditions of app, each entry checked to be an object.
 func conditionsOf(app *unstructured.Unstructured) ([]any, error) {
 	var r fieldReader

@@ -191,3 +191,18 @@ func conditionsList(app interface{ UnstructuredContent() map[string]any }) []any
 	conditions, _ := status["conditions"].([]any)
 	return conditions
 }
+
+func TestConditionSince(t *testing.T) {
+	app := NewApplication()
+	if _, _, found := ConditionSince(app, ConditionOCMPropagationError); found {
+		t.Fatal("found a condition on an application without status")
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	if _, err := SetCondition(app, ConditionOCMPropagationError, "AddonNotEnabled: gone", at); err != nil {
+		t.Fatal(err)
+	}
+	message, since, found := ConditionSince(app, ConditionOCMPropagationError)
+	if !found || message != "AddonNotEnabled: gone" || !since.Equal(at) {
+		t.Errorf("ConditionSince = %q, %v, %v; want the message and %v", message, since, found, at)
+	}
+}

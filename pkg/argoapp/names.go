@@ -46,6 +46,13 @@ const (
 	// rendered from.
 	AnnotationHubApplicationName = "apps.open-cluster-management.io/hub-application-name"
 
+	// AnnotationOperationBaseline, on a ManifestWork, is set while the work delivers the
+	// hub Application's .operation to the managed cluster. It holds the
+	// status.operationState.startedAt that the spoke Application reported when the
+	// operation was first delivered (empty when none): a later startedAt shows that the
+	// spoke Argo CD started the delivered operation.
+	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
+
 	// AnnotationHostingApplicationSet holds "<namespace>/<name>" of the ApplicationSet that
 	// owns the Application, on both the ManifestWork and the pulled Application.
 	AnnotationHostingApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
@@ -74,6 +81,12 @@ const (
 	// FinalizerManifestWorkCleanup holds a pulled hub Application until its ManifestWorks
 	// are deleted. It is never copied to the managed cluster.
 	FinalizerManifestWorkCleanup = "apps.open-cluster-management.io/manifestwork-cleanup"
+
+	// LabelAddon, on a ManifestWork, names the addon (its ClusterManagementAddOn) whose
+	// manager made the work. A manager updates and deletes only the works that carry
+	// its own addon name: another pull controller, such as Red Hat ACM's, selects the
+	// same pull label and names its works the same way.
+	LabelAddon = "argocd-pull.open-cluster-management.io/addon"
 
 	// ConditionOCMPropagationError is the type of the status condition that says why a
 	// hub Application is not propagated to its managed cluster. Its message starts with

@@ -5,9 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 
+	"github.com/gobwas/glob"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -83,4 +87,27 @@ func ApplicationSetKey(namespace, name string) string {
 func ApplicationSetHash(namespace, name string) string {
 	sum := sha1.Sum([]byte(ApplicationSetKey(namespace, name))) //nolint:gosec // see import
 	return hex.EncodeToString(sum[:])
+}
+
+// ProjectPermitsNamespace reports whether an Application in namespace may use the
+// AppProject project, as Argo CD decides it (AppProject.IsAppNamespacePermitted): an
+// Application in the Argo CD namespace may use any project; one elsewhere only a project
+// whose spec.sourceNamespaces matches its namespace, by name, glob, or a regular
+// expression between slashes.
+func ProjectPermitsNamespace(project *unstructured.Unstructured, namespace, argoCDNamespace string) bool {
+	if namespace == "" || namespace == argoCDNamespace {
+		return true
+	}
+	patterns, _, _ := unstructured.NestedStringSlice(project.Object, "spec", "sourceNamespaces")
+	for _, pattern := range patterns {
+		if len(pattern) > 1 && strings.HasPrefix(pattern, "/") && strings.HasSuffix(pattern, "/") {
+			if re, err := regexp.Compile(pattern[1 : len(pattern)-1]); err == nil && re.MatchString(namespace) {
+				return true
+			}
+		}
+		if g, err := glob.Compile(pattern); err == nil && g.Match(namespace) {
+			return true
+		}
+	}
+	return false
 }

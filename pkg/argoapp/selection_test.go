@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -135,5 +136,32 @@ func TestPullLabelValue(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("PullLabelValue(%v) = %v, want %v", tt.labels, got, tt.want)
 		}
+	}
+}
+
+func TestProjectPermitsNamespace(t *testing.T) {
+	project := NewAppProject()
+	project.SetName("team-a")
+	if err := unstructured.SetNestedStringSlice(project.Object, []string{"team-a", "shared-*", "/^ci-[0-9]+$/"}, "spec", "sourceNamespaces"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		namespace string
+		want      bool
+	}{
+		{"argocd", true}, // the Argo CD namespace may use any project
+		{"team-a", true},
+		{"shared-tools", true},
+		{"ci-42", true},
+		{"ci-x", false},
+		{"team-b", false},
+		{"team-a-evil", false},
+	} {
+		if got := ProjectPermitsNamespace(project, tc.namespace, "argocd"); got != tc.want {
+			t.Errorf("ProjectPermitsNamespace(%q) = %v, want %v", tc.namespace, got, tc.want)
+		}
+	}
+	if ProjectPermitsNamespace(NewAppProject(), "team-a", "argocd") {
+		t.Error("a project without sourceNamespaces permits another namespace than Argo CD's")
 	}
 }

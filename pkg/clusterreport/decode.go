@@ -62,7 +62,9 @@ func DecodeErrors(err error) []*DecodeError {
 }
 
 // Decode reads the report out of the conditions of a ManagedClusterAddOn. It ignores the
-// conditions the agent does not own (see IsAgentCondition) and the summary.
+// conditions the agent does not own (see IsAgentCondition) and the summary. A report
+// without the scope condition (an older agent) has a nil Scope; a scope that does not
+// decode is left nil and joins the errors.
 //
 // When the agent's conditions together take more than MaxBytes, Decode returns an empty
 // report and a *DecodeError for the whole report. Otherwise it returns every app and
@@ -97,6 +99,13 @@ func Decode(conditions []metav1.Condition) (Report, error) {
 			}
 			seen[app.Key()] = true
 			report.Apps = append(report.Apps, app)
+		case c.Type == ConditionReportScope:
+			scope, err := decodeScope(c)
+			if err != nil {
+				errs = append(errs, &DecodeError{ConditionType: c.Type, Err: err})
+				continue
+			}
+			report.Scope = scope
 		case IsDiagnostic(c.Type):
 			report.Diagnostics = append(report.Diagnostics, Diagnostic{
 				Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message,
@@ -151,6 +160,47 @@ func decodeApp(c metav1.Condition) (App, error) {
 		return App{}, fmt.Errorf("%w: the payload is application %s/%s, whose condition type is %s", ErrMalformed, w.Namespace, w.Name, want)
 	}
 	return appFromWire(&w, observedAt), nil
+}
+
+// decodeScope decodes the scope condition; its errors do not name the condition.
+func decodeScope(c metav1.Condition) (*Scope, error) {
+	if len(c.Message) > MaxConditionMessageBytes {
+		return nil, fmt.Errorf("%w: message of %d bytes, more than %d", ErrTooLarge, len(c.Message), MaxConditionMessageBytes)
+	}
+	var head struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal([]byte(c.Message), &head); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if head.V == nil {
+		return nil, fmt.Errorf("%w: no version", ErrMalformed)
+	}
+	if *head.V != Version {
+		return nil, fmt.Errorf("%w: version %d, this hub reads %d", ErrUnsupportedVersion, *head.V, Version)
+	}
+	var w wireScope
+	if err := json.Unmarshal([]byte(c.Message), &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	var v limitChecker
+	if len(w.WatchNamespaces) == 0 {
+		v.fail("watchNamespaces is empty")
+	}
+	v.count("watchNamespaces", len(w.WatchNamespaces), MaxScopeNamespaces)
+	for i, ns := range w.WatchNamespaces {
+		v.required(fmt.Sprintf("watchNamespaces[%d]", i), ns, maxNameBytes)
+	}
+	v.nonNegative("namespacesOmitted", w.NamespacesOmitted)
+	v.nonNegative("appsLeftOut", w.AppsLeftOut)
+	if v.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, v.err)
+	}
+	return &Scope{
+		WatchNamespaces:   slices.Compact(slices.Sorted(slices.Values(w.WatchNamespaces))),
+		NamespacesOmitted: w.NamespacesOmitted,
+		AppsLeftOut:       w.AppsLeftOut,
+	}, nil
 }
 
 // validate checks the payload against the limits of the encoding, and returns its

@@ -30,6 +30,9 @@ func FuzzDecode(f *testing.F) {
 	for _, c := range seeds.Conditions {
 		f.Add(c.Type, c.Message)
 	}
+	f.Add(ConditionReportScope, `{"v":1,"watchNamespaces":["argocd","openshift-gitops"],"appsLeftOut":3}`)
+	f.Add(ConditionReportScope, `{"v":1,"watchNamespaces":[""],"namespacesOmitted":-1}`)
+	f.Add(ConditionReportScope, `{"v":2,"watchNamespaces":["argocd"]}`)
 	f.Add(AppConditionType("argocd", "web"), validPayload)
 	f.Add(AppConditionType("argocd", "web"), `{"v":1,"namespace":"argocd","name":"web","resources":[["a"]],"observedAt":"x"}`)
 	f.Add(AppConditionType("argocd", "web"), `{"v":1,"namespace":"argocd","name":"web","hub":{"namespace":"","name":""},"operation":{},"observedAt":"2026-01-02T03:04:05.5+01:00"}`)
@@ -63,6 +66,20 @@ func FuzzDecode(f *testing.F) {
 			}
 			if !utf8.ValidString(fmt.Sprintf("%+v", app)) {
 				t.Fatalf("decoded app %q is not valid UTF-8", app.Key())
+			}
+		}
+		if s := report.Scope; s != nil {
+			if len(s.WatchNamespaces) == 0 || len(s.WatchNamespaces) > MaxScopeNamespaces || s.NamespacesOmitted < 0 || s.AppsLeftOut < 0 {
+				t.Fatalf("decoded scope breaks the limits: %+v", s)
+			}
+			enc, err := Encode(Report{Scope: s})
+			if err != nil {
+				t.Fatalf("a decoded scope does not encode: %v", err)
+			}
+			back, err := Decode(enc.Conditions)
+			if err != nil || back.Scope == nil || !reflect.DeepEqual(back.Scope.WatchNamespaces, s.WatchNamespaces) ||
+				back.Scope.NamespacesOmitted != s.NamespacesOmitted {
+				t.Fatalf("a decoded scope does not decode back to itself: %+v, %+v, %v", s, back.Scope, err)
 			}
 		}
 		if len(report.Apps) != 2 {

@@ -85,10 +85,22 @@ func Encode(r Report) (Encoding, error) {
 	if err != nil {
 		return Encoding{}, err
 	}
+	scope, err := normalScope(r.Scope)
+	if err != nil {
+		return Encoding{}, err
+	}
 
 	fixed := summaryReserve
 	for _, c := range diagnostics {
 		fixed += ConditionSize(c)
+	}
+	if scope != nil {
+		// Room for the scope with every app left out: the count only gets shorter.
+		reserve, err := scopeCondition(*scope, len(plans))
+		if err != nil {
+			return Encoding{}, err
+		}
+		fixed += ConditionSize(reserve)
 	}
 	budget := MaxBytes - fixed
 	total := 0
@@ -156,6 +168,13 @@ func Encode(r Report) (Encoding, error) {
 	}
 	summary := summaryCondition(plans, cut)
 	conditions = append(conditions, summary)
+	if scope != nil {
+		c, err := scopeCondition(*scope, cut.Apps)
+		if err != nil {
+			return Encoding{}, err
+		}
+		conditions = append(conditions, c)
+	}
 	slices.SortFunc(conditions, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
 
 	size := 0
@@ -495,6 +514,46 @@ func diagnosticConditions(diagnostics []Diagnostic) ([]metav1.Condition, error) 
 		})
 	}
 	return out, nil
+}
+
+// normalScope validates a scope, and returns it with its namespaces sorted, without
+// duplicates, and capped at MaxScopeNamespaces; nil for nil.
+func normalScope(scope *Scope) (*Scope, error) {
+	if scope == nil {
+		return nil, nil
+	}
+	if len(scope.WatchNamespaces) == 0 {
+		return nil, fmt.Errorf("encode report: the scope lists no namespace")
+	}
+	for _, ns := range scope.WatchNamespaces {
+		if ns == "" || len(ns) > maxNameBytes {
+			return nil, fmt.Errorf("encode report: the scope lists %q, not a namespace name", ns)
+		}
+	}
+	namespaces := slices.Compact(slices.Sorted(slices.Values(scope.WatchNamespaces)))
+	out := &Scope{NamespacesOmitted: max(scope.NamespacesOmitted, 0)}
+	if len(namespaces) > MaxScopeNamespaces {
+		out.NamespacesOmitted += len(namespaces) - MaxScopeNamespaces
+		namespaces = namespaces[:MaxScopeNamespaces]
+	}
+	out.WatchNamespaces = namespaces
+	return out, nil
+}
+
+// scopeCondition returns the scope condition, with appsLeftOut apps left out by the
+// budget.
+func scopeCondition(scope Scope, appsLeftOut int) (metav1.Condition, error) {
+	message, err := marshalCompact(wireScope{
+		V: Version, WatchNamespaces: scope.WatchNamespaces, NamespacesOmitted: scope.NamespacesOmitted, AppsLeftOut: appsLeftOut,
+	})
+	if err != nil {
+		return metav1.Condition{}, fmt.Errorf("encode the report scope: %w", err)
+	}
+	c := metav1.Condition{Type: ConditionReportScope, Status: metav1.ConditionTrue, Reason: ReasonAllApplicationsReported, Message: message}
+	if appsLeftOut > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonApplicationsLeftOut
+	}
+	return c, nil
 }
 
 // summaryReserve is the room kept in MaxBytes for the summary condition.

@@ -1,6 +1,7 @@
 package clusterreport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -435,7 +436,7 @@ func TestEncodeBudgetLastResort(t *testing.T) {
 		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%04d", i), 1))
 	}
 	start := time.Now()
-	enc, err := Encode(Report{Apps: apps})
+	enc, err := Encode(Report{Apps: apps, Scope: &Scope{WatchNamespaces: []string{"fleet"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,6 +450,13 @@ func TestEncodeBudgetLastResort(t *testing.T) {
 		if strings.HasPrefix(app.Name, "healthy-") {
 			t.Fatalf("healthy app %s kept while failing apps were left out", app.Key())
 		}
+	}
+	// The scope tells the hub that apps were left out, and how many.
+	if report.Scope == nil || report.Scope.AppsLeftOut != enc.Cut.Apps {
+		t.Errorf("scope = %+v, want %d apps left out", report.Scope, enc.Cut.Apps)
+	}
+	if scope := findCondition(enc.Conditions, ConditionReportScope); scope.Status != metav1.ConditionFalse || scope.Reason != ReasonApplicationsLeftOut {
+		t.Errorf("scope condition = %+v", scope)
 	}
 	summary := findCondition(enc.Conditions, ConditionSummary)
 	if !strings.Contains(summary.Message, fmt.Sprintf("left out %d applications", enc.Cut.Apps)) ||
@@ -615,5 +623,82 @@ func TestFingerprint(t *testing.T) {
 	changed.Sync.Revision = "another"
 	if c, _ := Fingerprint(changed); c == a {
 		t.Error("the fingerprint ignores the revision")
+	}
+}
+
+func TestEncodeScope(t *testing.T) {
+	many := make([]string, 0, MaxScopeNamespaces+3)
+	for i := range MaxScopeNamespaces + 3 {
+		many = append(many, fmt.Sprintf("ns-%03d", i))
+	}
+	tests := []struct {
+		name    string
+		scope   *Scope
+		want    *Scope
+		message string
+	}{
+		{"an older agent: no scope", nil, nil, ""},
+		{"sorted, without duplicates; AppsLeftOut is Encode's",
+			&Scope{WatchNamespaces: []string{"openshift-gitops", "argocd", "argocd"}, AppsLeftOut: 7},
+			&Scope{WatchNamespaces: []string{"argocd", "openshift-gitops"}},
+			`{"v":1,"watchNamespaces":["argocd","openshift-gitops"]}`},
+		{"capped, the rest counted", &Scope{WatchNamespaces: many},
+			&Scope{WatchNamespaces: many[:MaxScopeNamespaces], NamespacesOmitted: 3}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			enc, err := Encode(Report{Apps: []App{healthyApp("argocd", "web", 1)}, Scope: tt.scope})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAPIValid(t, enc)
+			c := findCondition(enc.Conditions, ConditionReportScope)
+			if tt.want == nil {
+				if c.Type != "" {
+					t.Fatalf("scope condition without a scope: %+v", c)
+				}
+			} else if c.Status != metav1.ConditionTrue || c.Reason != ReasonAllApplicationsReported {
+				t.Errorf("scope condition = %+v", c)
+			}
+			if tt.message != "" && c.Message != tt.message {
+				t.Errorf("message = %s, want %s", c.Message, tt.message)
+			}
+			if got := decodeAll(t, enc).Scope; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("decoded scope = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if _, err := Encode(Report{Scope: &Scope{}}); err == nil {
+		t.Error("a scope without namespaces encodes")
+	}
+	if _, err := Encode(Report{Scope: &Scope{WatchNamespaces: []string{""}}}); err == nil {
+		t.Error("a scope with an empty namespace encodes")
+	}
+	// A scope of a newer agent: no scope, and an error that names it.
+	report, err := Decode([]metav1.Condition{{Type: ConditionReportScope, Status: metav1.ConditionTrue, Reason: ReasonAllApplicationsReported,
+		Message: `{"v":2,"watchNamespaces":["argocd"]}`}})
+	var de *DecodeError
+	if report.Scope != nil || !errors.Is(err, ErrUnsupportedVersion) || !errors.As(err, &de) || de.ConditionType != ConditionReportScope {
+		t.Errorf("Decode of a v2 scope = %+v, %v", report.Scope, err)
+	}
+}
+
+func TestScopeWatches(t *testing.T) {
+	tests := []struct {
+		name           string
+		scope          *Scope
+		namespace      string
+		watches, known bool
+	}{
+		{"no scope", nil, "argocd", false, false},
+		{"watched", &Scope{WatchNamespaces: []string{"argocd", "team-a"}}, "team-a", true, true},
+		{"not watched", &Scope{WatchNamespaces: []string{"argocd"}}, "openshift-gitops", false, true},
+		{"not listed, but the list is cut", &Scope{WatchNamespaces: []string{"argocd"}, NamespacesOmitted: 1}, "openshift-gitops", false, false},
+	}
+	for _, tt := range tests {
+		watches, known := tt.scope.Watches(tt.namespace)
+		if watches != tt.watches || known != tt.known {
+			t.Errorf("%s: Watches(%q) = %v, %v; want %v, %v", tt.name, tt.namespace, watches, known, tt.watches, tt.known)
+		}
 	}
 }

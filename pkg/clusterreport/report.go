@@ -8,7 +8,9 @@
 //   - one per Application, of type AppConditionType(namespace, name), whose message is a
 //     compact JSON payload carrying a Version;
 //   - one summary (ConditionSummary) that a person reads in kubectl describe;
-//   - the agent's prerequisite diagnostics (ConditionApplicationCRD and friends).
+//   - the agent's prerequisite diagnostics (ConditionApplicationCRD and friends);
+//   - the scope (ConditionReportScope): the namespaces the agent watches, and how many
+//     apps the budget left out, as a versioned JSON payload.
 //
 // The encoding is bounded (MaxBytes in all, MaxConditionMessageBytes per condition, with
 // per-app caps on resources and messages), deterministic (an unchanged state encodes to
@@ -20,6 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -67,6 +70,14 @@ const (
 	// ConditionApplicationControllerRBAC is False when the reported Applications show
 	// RBAC errors ("... is forbidden") of the application-controller.
 	ConditionApplicationControllerRBAC = ConditionDomain + "/ApplicationControllerAuthorized"
+
+	// ConditionReportScope says what the report covers: the namespaces whose
+	// Applications the agent watches, and how many Applications the budget left out. Its
+	// message is a versioned JSON payload (see Scope), so that the hub can tell an app
+	// the agent cannot see from one it does not report. It is True when the report
+	// carries every Application from the hub in those namespaces. Agents older than it
+	// do not write it; the hub then cannot tell, and says nothing specific.
+	ConditionReportScope = ConditionDomain + "/ReportScope"
 )
 
 // Reasons of the summary and diagnostic conditions.
@@ -84,6 +95,9 @@ const (
 	ReasonNoForbidden           = "NoForbiddenErrors"
 	ReasonForbidden             = "ForbiddenErrors"
 	ReasonApplicationCRDMissing = "ApplicationCRDMissing"
+
+	ReasonAllApplicationsReported = "AllApplicationsReported"
+	ReasonApplicationsLeftOut     = "ApplicationsLeftOut"
 )
 
 // ConditionStatusDecodeError is the type of the app condition that the agent reports when
@@ -125,6 +139,10 @@ const (
 	// MaxSummaryMessageBytes cuts the summary's message.
 	MaxSummaryMessageBytes = 2048
 
+	// MaxScopeNamespaces caps the namespaces that the scope lists; it counts the rest in
+	// namespacesOmitted. An agent rarely watches more than a few.
+	MaxScopeNamespaces = 64
+
 	// maxNameBytes cuts names, namespaces, groups, kinds and revisions: the longest a
 	// Kubernetes name can be.
 	maxNameBytes = 253
@@ -146,6 +164,33 @@ type Report struct {
 	// ConditionApplicationControllerRBAC. Their LastTransitionTime is not part of the
 	// encoding.
 	Diagnostics []Diagnostic
+	// Scope is what the report covers; nil when the agent does not say (an agent older
+	// than the scope condition: Decode returns nil for it too).
+	Scope *Scope
+}
+
+// Scope is what an agent's report covers.
+type Scope struct {
+	// WatchNamespaces are the namespaces whose Applications from the hub the agent
+	// watches and reports, sorted. Encode lists at most MaxScopeNamespaces and counts
+	// the rest in NamespacesOmitted.
+	WatchNamespaces   []string
+	NamespacesOmitted int
+	// AppsLeftOut counts the Applications that the budget left out of the report. Encode
+	// sets it from its Cut; the value given to Encode is ignored.
+	AppsLeftOut int
+}
+
+// Watches reports whether the agent watches namespace; known is false when the scope
+// cannot tell (nil, or namespaces were omitted from it).
+func (s *Scope) Watches(namespace string) (watches, known bool) {
+	if s == nil || len(s.WatchNamespaces) == 0 {
+		return false, false
+	}
+	if slices.Contains(s.WatchNamespaces, namespace) {
+		return true, true
+	}
+	return false, s.NamespacesOmitted == 0
 }
 
 // Diagnostic is one prerequisite check of the agent.
@@ -293,10 +338,11 @@ func IsDiagnostic(conditionType string) bool {
 }
 
 // IsAgentCondition reports whether the agent owns a condition type: an app condition, the
-// summary, or a diagnostic. Every other condition of the ManagedClusterAddOn belongs to
+// summary, a diagnostic, or the scope. Every other condition of the ManagedClusterAddOn belongs to
 // someone else, and the agent never writes it.
 func IsAgentCondition(conditionType string) bool {
-	return IsAppCondition(conditionType) || conditionType == ConditionSummary || IsDiagnostic(conditionType)
+	return IsAppCondition(conditionType) || conditionType == ConditionSummary || IsDiagnostic(conditionType) ||
+		conditionType == ConditionReportScope
 }
 
 // reasonPattern is what the API allows in a condition reason.

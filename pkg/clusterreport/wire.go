@@ -74,6 +74,15 @@ type wireCondition struct {
 	Message string `json:"message,omitempty"`
 }
 
+// wireScope is the message of the scope condition, ConditionReportScope. Its version is
+// Version too.
+type wireScope struct {
+	V                 int      `json:"v"`
+	WatchNamespaces   []string `json:"watchNamespaces"`
+	NamespacesOmitted int      `json:"namespacesOmitted,omitempty"`
+	AppsLeftOut       int      `json:"appsLeftOut,omitempty"`
+}
+
 // marshalCompact encodes v as JSON without HTML escaping (an app payload holds many
 // '<', '>' and '&' in messages, which would take six bytes each) and without the
 // trailing newline.

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -61,6 +62,16 @@ type Options struct {
 	// RequirePlacementBinding propagates an Application only when a PlacementDecision in
 	// its namespace selects the target cluster.
 	RequirePlacementBinding bool
+	// HubClusterName names the hub's own ManagedCluster, never a pull target.
+	HubClusterName string
+	// OptOutGracePeriod is how long the works of an Application are kept once its
+	// cluster is no longer a target (see propagation.Options.OptOutGracePeriod).
+	OptOutGracePeriod time.Duration
+	// TakeOverForeignWorks adopts the pulled works that another controller made (see
+	// propagation.Options.TakeOverForeignWorks).
+	TakeOverForeignWorks bool
+	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster (pkg/hub/clustersecret).
+	ClusterSecrets bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// ReportWriteInterval is the shortest time between two writes of one
@@ -68,6 +79,11 @@ type Options struct {
 	ReportWriteInterval time.Duration
 	// AgentImage is the image of the agent the addon framework deploys to each cluster.
 	AgentImage string
+	// AgentImagePullPolicy is the agent container's imagePullPolicy.
+	AgentImagePullPolicy string
+	// AgentImagePullSecrets name the Secrets, in the agent's namespace on each managed
+	// cluster, that its Pod pulls the image with.
+	AgentImagePullSecrets []string
 	// AgentWatchNamespaces are the namespaces of the managed clusters' Argo CD, where the
 	// agent watches Applications.
 	AgentWatchNamespaces []string
@@ -75,9 +91,9 @@ type Options struct {
 	GracefulShutdown time.Duration
 }
 
-// DefaultAgentImage is the agent's image unless a flag or an AddOnDeploymentConfig
-// registry override says otherwise.
-const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:latest"
+// DefaultAgentImage is the agent's image unless a flag or a registry override says
+// otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
+const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
@@ -92,9 +108,13 @@ func DefaultOptions() Options {
 		AddonName:               propagation.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
+		HubClusterName:          propagation.DefaultHubClusterName,
+		OptOutGracePeriod:       propagation.DefaultOptOutGracePeriod,
+		ClusterSecrets:          true,
 		Concurrency:             4,
 		ReportWriteInterval:     report.DefaultWriteInterval,
 		AgentImage:              DefaultAgentImage,
+		AgentImagePullPolicy:    string(corev1.PullIfNotPresent),
 		AgentWatchNamespaces:    []string{"argocd"},
 		GracefulShutdown:        30 * time.Second,
 	}
@@ -111,6 +131,11 @@ func (o Options) Validate() error {
 	}
 	if o.AgentImage == "" {
 		errs = append(errs, errors.New("the agent image is empty"))
+	}
+	switch corev1.PullPolicy(o.AgentImagePullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("the agent image pull policy %q is not Always, IfNotPresent or Never", o.AgentImagePullPolicy))
 	}
 	if len(o.AgentWatchNamespaces) == 0 {
 		errs = append(errs, errors.New("the agent watches no namespace"))
@@ -152,6 +177,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	propagationOpts := propagation.Options{
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
 		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
+		HubClusterName: opts.HubClusterName, OptOutGracePeriod: opts.OptOutGracePeriod,
+		TakeOverForeignWorks: opts.TakeOverForeignWorks,
 	}
 	// One decoder of the agents' reports for the report controller and the status mirror.
 	agentReports := observed.NewReports()
@@ -195,6 +222,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if err := clustersecret.Setup(mgr, clustersecret.Options{
 		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+		Disabled: !opts.ClusterSecrets,
 	}); err != nil {
 		return fmt.Errorf("set up cluster secrets: %w", err)
 	}
@@ -247,6 +275,7 @@ func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager,
 	}
 	agentAddon, err := addon.NewAgentAddon(addon.Options{
 		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
+		AgentImagePullPolicy: corev1.PullPolicy(opts.AgentImagePullPolicy), AgentImagePullSecrets: opts.AgentImagePullSecrets,
 	}, kube, addons)
 	if err != nil {
 		return nil, err

@@ -33,3 +33,13 @@ func TestLeaderElectionOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentImagePullPolicyOption(t *testing.T) {
+	for policy, valid := range map[string]bool{"Always": true, "IfNotPresent": true, "Never": true, "": false, "always": false} {
+		opts := DefaultOptions()
+		opts.AgentImagePullPolicy = policy
+		if err := opts.Validate(); (err == nil) != valid {
+			t.Errorf("pull policy %q: Validate() = %v, want valid %v", policy, err, valid)
+		}
+	}
+}

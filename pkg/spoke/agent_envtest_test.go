@@ -85,6 +85,8 @@ func TestPublishUpdateDelete(t *testing.T) {
 	summary := f.condition(clusterreport.ConditionSummary)
 	f.g.Expect(summary.Message).To(gomega.HavePrefix("2 applications: 1 Synced and Healthy, 1 not: " + f.appNS + "/guestbook (OutOfSync/Missing)"))
 	f.g.Expect(f.condition(clusterreport.ConditionApplicationCRD).Status).To(gomega.Equal(metav1.ConditionTrue))
+	// The scope: the namespaces the agent watches, for the hub to compare.
+	f.g.Expect(f.report().Scope).To(gomega.Equal(&clusterreport.Scope{WatchNamespaces: []string{f.appNS}}))
 	f.expectAvailableKept()
 
 	// The agent owns its conditions, and only those.

@@ -82,6 +82,9 @@ func (a *agent) publish(ctx context.Context) error {
 			controllerDiagnostic(state, apps, now, a.tuning.controllerStaleAfter),
 			rbacDiagnostic(state, apps),
 		},
+		// The hub compares it with where each app was delivered, to tell an app the
+		// agent cannot see from one it does not report.
+		Scope: &clusterreport.Scope{WatchNamespaces: a.opts.WatchNamespaces},
 	}
 	encoding, err := clusterreport.Encode(report)
 	if err != nil {

@@ -213,15 +213,8 @@ func (s *suite) bindClusterSet(clusters []string) {
 		ObjectMeta: metav1.ObjectMeta{Name: placementName, Namespace: appsNamespace},
 		Spec:       clusterv1beta1.PlacementSpec{ClusterSets: []string{clusterSetName}},
 	})
-	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
-		Name: placementName + "-decision-1", Namespace: appsNamespace,
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: placementName},
-	}}
-	s.create(decision)
-	for _, cluster := range clusters {
-		decision.Status.Decisions = append(decision.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: cluster, Reason: "in " + clusterSetName})
-	}
-	s.g.Expect(s.c.Status().Update(s.ctx, decision)).To(gomega.Succeed())
+	_, err := testenv.CreatePlacementDecision(s.ctx, s.c, appsNamespace, placementName, 1, clusters...)
+	s.g.Expect(err).NotTo(gomega.HaveOccurred())
 }
 
 // application returns a pulled Application of the ApplicationSet that targets cluster,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -193,16 +194,24 @@ func TestDefaults(t *testing.T) {
 	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
 	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 	container := containers[0].(map[string]any)
-	if container["image"] != "quay.io/ocm-gitops/argocd-pull-addon:latest" {
-		t.Errorf("image %v", container["image"])
+	// The tag is the chart's appVersion, the manager's default agent image.
+	image := "quay.io/ocm-gitops/argocd-pull-addon:" + appVersion(t)
+	if container["image"] != image || container["imagePullPolicy"] != "IfNotPresent" {
+		t.Errorf("image %v, pull policy %v; want %s, IfNotPresent", container["image"], container["imagePullPolicy"], image)
+	}
+	if image != hub.DefaultAgentImage {
+		t.Errorf("the chart's image %s is not the manager's default agent image %s", image, hub.DefaultAgentImage)
 	}
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
-		"--require-placement-binding=true", "--concurrency=4", "--agent-image=quay.io/ocm-gitops/argocd-pull-addon:latest",
+		"--require-placement-binding=true", "--concurrency=4", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
 		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
 		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--agent-image-pull-secrets") }) {
+		t.Errorf("the manager's args %v name agent pull secrets that nobody set", args)
 	}
 	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != managerName {
 		t.Errorf("service account %q", sa)
@@ -255,6 +264,73 @@ func TestNonDefaultValues(t *testing.T) {
 	configs, _, _ := unstructured.NestedSlice(cma.Object, "spec", "supportedConfigs")
 	if _, ok := configs[0].(map[string]any)["defaultConfig"]; ok {
 		t.Error("the CMA names a default config the chart does not create")
+	}
+}
+
+// appVersion reads the chart's appVersion.
+func appVersion(t *testing.T) string {
+	t.Helper()
+	_, _, chart := paths(t)
+	data, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion:"); ok {
+			v = strings.Trim(strings.TrimSpace(v), `"`)
+			if v == "" || v == "latest" {
+				t.Fatalf("appVersion %q: the default tag must be a version, not a moving tag", v)
+			}
+			return v
+		}
+	}
+	t.Fatal("Chart.yaml has no appVersion")
+	return ""
+}
+
+// TestImageReferences: a digest pins repository@digest (never "repo:@sha256:..."), for the
+// manager and the agent; pull policy and the agent's pull secrets reach the manager's
+// flags, and the manager's own pull secrets stay on the hub.
+func TestImageReferences(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	imageOf := func(objs []*unstructured.Unstructured) (image, policy string, args []string, secrets []any) {
+		deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
+		containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		args, _, _ = unstructured.NestedStringSlice(c, "args")
+		secrets, _, _ = unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "imagePullSecrets")
+		return c["image"].(string), c["imagePullPolicy"].(string), args, secrets
+	}
+	flag := func(args []string, name string) string {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+		}
+		return "<unset>"
+	}
+
+	image, _, args, _ := imageOf(render(t, "image.repository=registry.example.com:5000/gitops/pull", "image.tag=1.2.3",
+		"image.digest="+digest))
+	want := "registry.example.com:5000/gitops/pull@" + digest
+	if image != want || flag(args, "agent-image") != want {
+		t.Errorf("with a digest: image %s, agent image %s; want %s for both", image, flag(args, "agent-image"), want)
+	}
+
+	image, policy, args, secrets := imageOf(render(t, "image.repository=registry.example.com:5000/gitops/pull",
+		"image.pullPolicy=Always", "imagePullSecrets[0].name=hub-creds",
+		"agent.imagePullSecrets[0].name=open-cluster-management-image-pull-credentials", "agent.imagePullSecrets[1].name=mirror"))
+	if want := "registry.example.com:5000/gitops/pull:" + appVersion(t); image != want || flag(args, "agent-image") != want {
+		t.Errorf("without a tag: image %s, agent image %s; want %s", image, flag(args, "agent-image"), want)
+	}
+	if policy != "Always" || flag(args, "agent-image-pull-policy") != "Always" {
+		t.Errorf("pull policy %s, agent's %s; want Always for both", policy, flag(args, "agent-image-pull-policy"))
+	}
+	if got := flag(args, "agent-image-pull-secrets"); got != "open-cluster-management-image-pull-credentials,mirror" {
+		t.Errorf("--agent-image-pull-secrets=%s", got)
+	}
+	if fmt.Sprint(secrets) != "[map[name:hub-creds]]" {
+		t.Errorf("the manager's imagePullSecrets %v, want hub-creds only", secrets)
 	}
 }
 
@@ -347,6 +423,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"manager.watchNamespaces={team-a,team-a}", "at '/manager/watchNamespaces'"},
 		{"agent.watchNamespaces=null", "at '/agent"},
 		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"},
+		{"image.pullPolicy=", "at '/image/pullPolicy': value must be one of"},
+		{"image.tag=@sha256:" + strings.Repeat("a", 64), "at '/image/tag'"},
+		{"image.digest=sha256:abc", "at '/image/digest'"},
+		{"image.digest=" + strings.Repeat("a", 64), "at '/image/digest'"},
+		{"agent.imagePullSecrets[0].name=Bad_Name", "at '/agent/imagePullSecrets/0/name'"},
 		{"installStrategy.type=Placements,installStrategy.placement.clusterSet=", "at '/installStrategy/placement/clusterSet': minLength: got 0, want 1"},
 		{"installStrategy.placement.rolloutStrategy.type=Fast", "at '/installStrategy/placement/rolloutStrategy/type'"},
 		{"replica=2", "additional properties 'replica' not allowed"},

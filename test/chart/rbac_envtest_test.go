@@ -24,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -193,13 +192,8 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "addon.open-cluster-management.io/v1beta1",
 			Kind: "ClusterManagementAddOn", Name: addonName, UID: cma.UID}},
 	}}))
-	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
-		Name: "guestbook-decision-1", Namespace: "team-a",
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "guestbook"},
-	}}
-	must(t, c.Create(ctx, decision))
-	decision.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
-	must(t, c.Status().Update(ctx, decision))
+	_, err := testenv.CreatePlacementDecision(ctx, c, "team-a", "guestbook", 1, "cluster1")
+	must(t, err)
 	// The Application belongs to an ApplicationSet, so that the report controller writes
 	// its MulticlusterApplicationSetReport under the chart's identity too.
 	appSet := argoapp.NewApplicationSet()

@@ -68,6 +68,7 @@ var needed = slices.Concat(
 	perms(cluster, "", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "patch", "delete"),
+	perms(cluster, "apiextensions.k8s.io", "customresourcedefinitions", "multiclusterapplicationsetreports.apps.open-cluster-management.io", "report controller: the served schema", "get"),
 	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets", "get", "list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),

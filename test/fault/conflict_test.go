@@ -232,7 +232,7 @@ func TestConflictStorm(t *testing.T) {
 			urls, _, _ := unstructured.NestedStringSlice(app.Object, "status", "summary", "externalURLs")
 			g.Expect(urls).To(gomega.Equal([]string{otherURL(last)}), app.GetName())
 			g.Expect(conditionMessage(app, otherCondition)).To(gomega.Equal(last), app.GetName())
-			g.Expect(app.GetFinalizers()).To(gomega.ContainElement(argoapp.FinalizerManifestWorkCleanup), app.GetName())
+			g.Expect(app.GetFinalizers()).NotTo(gomega.ContainElement(argoapp.FinalizerManifestWorkCleanup), app.GetName())
 			syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 			health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 			g.Expect([]string{syncStatus, health}).To(gomega.Equal([]string{"Synced", "Healthy"}), app.GetName())

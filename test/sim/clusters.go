@@ -11,8 +11,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 // decisionsPerPlacementDecision is how many clusters OCM's placement controller puts in
@@ -86,17 +87,8 @@ func (h *Hub) CreateCluster(ctx context.Context, name string) error {
 }
 
 func (h *Hub) createDecision(ctx context.Context, index int, clusters []string) error {
-	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
-		Name: fmt.Sprintf("%s-decision-%d", PlacementName, index), Namespace: AppNamespace,
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: PlacementName},
-	}}
-	if err := createIgnoringExisting(ctx, h.Client, decision); err != nil {
-		return err
-	}
-	for _, c := range clusters {
-		decision.Status.Decisions = append(decision.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c})
-	}
-	return h.Client.Status().Update(ctx, decision)
+	_, err := testenv.CreatePlacementDecision(ctx, h.Client, AppNamespace, PlacementName, index, clusters...)
+	return err
 }
 
 // forEach calls fn for every item, parallel at a time, and returns the first error.

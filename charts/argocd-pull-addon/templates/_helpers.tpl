@@ -38,8 +38,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
 
+{{/* The image: repository@digest when a digest is set, else repository:tag, the tag
+defaulting to the chart's appVersion. */}}
 {{- define "argocd-pull-addon.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "argocd-pull-addon.agentImage" -}}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,8 +38,16 @@ const (
 type Options struct {
 	// AddonName names the ClusterManagementAddOn and every ManagedClusterAddOn.
 	AddonName string
-	// AgentImage is the agent's image, before any AddOnDeploymentConfig registry override.
+	// AgentImage is the agent's image, before the registry overrides of the
+	// AddOnDeploymentConfig and of the ManagedCluster's image-registries annotation.
 	AgentImage string
+	// AgentImagePullPolicy is the agent container's imagePullPolicy; empty means
+	// IfNotPresent.
+	AgentImagePullPolicy corev1.PullPolicy
+	// AgentImagePullSecrets name Secrets in the agent's install namespace on each managed
+	// cluster that its Pod pulls the image with. OCM's klusterlet copies its
+	// open-cluster-management-image-pull-credentials into every addon namespace.
+	AgentImagePullSecrets []string
 	// WatchNamespaces are the namespaces of the managed clusters' Argo CD Applications.
 	WatchNamespaces []string
 }
@@ -56,6 +65,9 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 	if opts.AddonName == "" || opts.AgentImage == "" || len(opts.WatchNamespaces) == 0 {
 		return nil, fmt.Errorf("addon options need a name, an agent image and watch namespaces: %+v", opts)
 	}
+	if opts.AgentImagePullPolicy == "" {
+		opts.AgentImagePullPolicy = corev1.PullIfNotPresent
+	}
 	return &agentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}, nil
 }
 
@@ -66,11 +78,14 @@ func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCl
 		return nil, fmt.Errorf("AddOnDeploymentConfig of %s/%s: %w", addon.Namespace, addon.Name, err)
 	}
 	return renderAgentManifests(agentValues{
-		AddonName:        a.opts.AddonName,
-		ClusterName:      cluster.Name,
-		InstallNamespace: installNamespace(addon, adc),
-		Image:            a.opts.AgentImage,
-		WatchNamespaces:  a.opts.WatchNamespaces,
+		AddonName:          a.opts.AddonName,
+		ClusterName:        cluster.Name,
+		InstallNamespace:   installNamespace(addon, adc),
+		Image:              a.opts.AgentImage,
+		ImagePullPolicy:    a.opts.AgentImagePullPolicy,
+		ImagePullSecrets:   a.opts.AgentImagePullSecrets,
+		ClusterAnnotations: cluster.Annotations,
+		WatchNamespaces:    a.opts.WatchNamespaces,
 	}, adc)
 }
 
@@ -86,6 +101,8 @@ func (a *agentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
 		// The agent runs addon-framework's lease updater in its install namespace.
 		HealthProber:        &agent.HealthProber{Type: agent.HealthProberTypeLease},
 		SupportedConfigGVRs: []schema.GroupVersionResource{utils.AddOnDeploymentConfigGVR},
+		// Re-render the agent when the cluster's image-registries annotation changes.
+		AgentDeployTriggerClusterFilter: utils.ClusterImageRegistriesAnnotationChanged,
 		AgentInstallNamespace: func(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) (string, error) {
 			adc, err := utils.GetDesiredAddOnDeploymentConfig(addon, a.adcGetter)
 			if err != nil {

@@ -14,20 +14,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/addonfactory"
+	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 )
 
-// agentContainer names the agent's container; AddOnDeploymentConfig resource requirements
-// match it as "deployments:<agent deployment>:agent".
-const agentContainer = "agent"
+const (
+	// agentContainer names the agent's container; AddOnDeploymentConfig resource
+	// requirements match it as "deployments:<agent deployment>:agent".
+	agentContainer = "agent"
+	// addonNamespaceLabel marks an addon install namespace: the klusterlet copies its image
+	// pull secret (open-cluster-management-image-pull-credentials) into such namespaces.
+	addonNamespaceLabel = "addon.open-cluster-management.io/namespace"
+)
 
 // agentValues are the per-cluster inputs of the agent's manifests.
 type agentValues struct {
 	AddonName        string
 	ClusterName      string
 	InstallNamespace string
+	// Image is the agent's image before the registry overrides (see agentImage).
 	Image            string
-	WatchNamespaces  []string
+	ImagePullPolicy  corev1.PullPolicy
+	ImagePullSecrets []string
+	// ClusterAnnotations are the ManagedCluster's: ACM sets image registries for
+	// disconnected clusters in open-cluster-management.io/image-registries.
+	ClusterAnnotations map[string]string
+	WatchNamespaces    []string
 }
 
 // deploymentName is the name of the agent's Deployment and ServiceAccount on the spoke.
@@ -51,8 +64,9 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		objs = append(objs, &corev1.Namespace{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			// Other workloads may share a custom namespace: never delete it with the addon.
-			ObjectMeta: metav1.ObjectMeta{Name: v.InstallNamespace, Annotations: map[string]string{
-				addonv1beta1.DeletionOrphanAnnotationKey: ""}},
+			ObjectMeta: metav1.ObjectMeta{Name: v.InstallNamespace,
+				Labels:      map[string]string{addonNamespaceLabel: "true"},
+				Annotations: map[string]string{addonv1beta1.DeletionOrphanAnnotationKey: ""}},
 		})
 	}
 	objs = append(objs,
@@ -112,10 +126,14 @@ func roleWithBinding(name, namespace string, subject rbacv1.Subject, rules ...rb
 func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*appsv1.Deployment, error) {
 	name := v.deploymentName()
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": v.AddonName}
+	image, err := agentImage(v.Image, adc, v.ClusterAnnotations)
+	if err != nil {
+		return nil, err
+	}
 	container := corev1.Container{
 		Name:            agentContainer,
-		Image:           v.Image,
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		Image:           image,
+		ImagePullPolicy: v.ImagePullPolicy,
 		Command:         []string{"/agent"},
 		Args: []string{
 			"--hub-kubeconfig=" + path.Join(hubKubeconfigMountPath, "kubeconfig"),
@@ -142,6 +160,9 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 		Volumes: []corev1.Volume{{Name: "hub-kubeconfig", VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: HubKubeconfigSecret(v.AddonName)}}}},
 	}
+	for _, secret := range v.ImagePullSecrets {
+		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: secret})
+	}
 	if adc != nil {
 		if err := customise(&pod, &container, name, adc); err != nil {
 			return nil, err
@@ -159,15 +180,34 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 	}, nil
 }
 
-// customise applies an AddOnDeploymentConfig: node placement, image registries, proxy and
-// resource requirements (the first entry whose containerID matches
+// agentImage rewrites image as the framework's addonfactory.GetAgentImageValues does: with
+// the AddOnDeploymentConfig's registries when one of them matches, else with the
+// ManagedCluster's open-cluster-management.io/image-registries annotation (ACM's mirrors
+// for a disconnected cluster); in each list the last matching entry wins. A malformed
+// annotation is an error: the framework sets ManifestApplied=False with it on the
+// ManagedClusterAddOn and leaves the deployed agent as it is, rather than point it at a
+// registry the cluster may not reach.
+func agentImage(image string, adc *addonv1beta1.AddOnDeploymentConfig, clusterAnnotations map[string]string) (string, error) {
+	if adc != nil {
+		if mirrored := addonfactory.OverrideImage(adc.Spec.Registries, image); mirrored != image {
+			return mirrored, nil
+		}
+	}
+	mirrored, err := utils.OverrideImageByAnnotation(clusterAnnotations, image)
+	if err != nil {
+		return "", fmt.Errorf("annotation %s of the ManagedCluster: %w", clusterv1.ClusterImageRegistriesAnnotationKey, err)
+	}
+	return mirrored, nil
+}
+
+// customise applies an AddOnDeploymentConfig: node placement, proxy and resource
+// requirements (the first entry whose containerID matches
 // "deployments:<name>:agent", "*" matching any part, as the framework's templates do).
 func customise(pod *corev1.PodSpec, container *corev1.Container, deployment string, adc *addonv1beta1.AddOnDeploymentConfig) error {
 	if np := adc.Spec.NodePlacement; np != nil {
 		pod.NodeSelector = np.NodeSelector
 		pod.Tolerations = np.Tolerations
 	}
-	container.Image = addonfactory.OverrideImage(adc.Spec.Registries, container.Image)
 	proxy := adc.Spec.ProxyConfig
 	for _, env := range []struct{ name, value string }{
 		{"HTTP_PROXY", proxy.HTTPProxy}, {"HTTPS_PROXY", proxy.HTTPSProxy}, {"NO_PROXY", proxy.NoProxy},

@@ -2,6 +2,7 @@ package addon
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,11 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 )
 
 func values(ns string) agentValues {
 	return agentValues{AddonName: "argocd-pull", ClusterName: "c1", InstallNamespace: ns,
-		Image: "quay.io/ocm-gitops/argocd-pull-addon:v1", WatchNamespaces: []string{"argocd", "team-a"}}
+		Image: "quay.io/ocm-gitops/argocd-pull-addon:v1", ImagePullPolicy: corev1.PullIfNotPresent,
+		WatchNamespaces: []string{"argocd", "team-a"}}
 }
 
 func find[T runtime.Object](objs []runtime.Object) []T {
@@ -94,6 +97,113 @@ func TestAgentManifestsCustomNamespaceIsOrphaned(t *testing.T) {
 	}
 	if _, ok := ns[0].Annotations[addonv1beta1.DeletionOrphanAnnotationKey]; !ok {
 		t.Error("the custom namespace is not orphaned on addon removal")
+	}
+	if ns[0].Labels["addon.open-cluster-management.io/namespace"] != "true" {
+		t.Errorf("the custom namespace lacks the label that makes the klusterlet copy its image pull secret: %v", ns[0].Labels)
+	}
+}
+
+func TestAgentImagePullSettings(t *testing.T) {
+	v := values(DefaultInstallNamespace)
+	objs, err := renderAgentManifests(v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
+	if pod.Containers[0].ImagePullPolicy != corev1.PullIfNotPresent || len(pod.ImagePullSecrets) != 0 {
+		t.Errorf("defaults: pull policy %q, secrets %v", pod.Containers[0].ImagePullPolicy, pod.ImagePullSecrets)
+	}
+
+	v.ImagePullPolicy = corev1.PullAlways
+	v.ImagePullSecrets = []string{"open-cluster-management-image-pull-credentials", "mirror-creds"}
+	objs, err = renderAgentManifests(v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod = find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
+	if pod.Containers[0].ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("pull policy %q, want Always", pod.Containers[0].ImagePullPolicy)
+	}
+	want := []corev1.LocalObjectReference{{Name: "open-cluster-management-image-pull-credentials"}, {Name: "mirror-creds"}}
+	if !slices.Equal(pod.ImagePullSecrets, want) {
+		t.Errorf("imagePullSecrets %v, want %v", pod.ImagePullSecrets, want)
+	}
+}
+
+// TestAgentImageRegistries: the AddOnDeploymentConfig's registries, else ACM's
+// image-registries annotation on the ManagedCluster, rewrite the agent's image, as the
+// framework's addonfactory.GetAgentImageValues does.
+func TestAgentImageRegistries(t *testing.T) {
+	const image = "quay.io/ocm-gitops/argocd-pull-addon:v1"
+	annotation := func(registries string) map[string]string {
+		return map[string]string{clusterv1.ClusterImageRegistriesAnnotationKey: `{"registries":[` + registries + `]}`}
+	}
+	adc := func(source, mirror string) *addonv1beta1.AddOnDeploymentConfig {
+		return &addonv1beta1.AddOnDeploymentConfig{Spec: addonv1beta1.AddOnDeploymentConfigSpec{
+			Registries: []addonv1beta1.ImageMirror{{Source: source, Mirror: mirror}}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		adc         *addonv1beta1.AddOnDeploymentConfig
+		annotations map[string]string
+		want        string
+		wantErr     bool
+	}{
+		{name: "no override", want: image},
+		{name: "annotation", annotations: annotation(`{"source":"quay.io/ocm-gitops","mirror":"disconnected.local:5000/gitops"}`),
+			want: "disconnected.local:5000/gitops/argocd-pull-addon:v1"},
+		{name: "annotation, last matching entry wins", annotations: annotation(
+			`{"source":"quay.io","mirror":"first.local"},{"source":"quay.io/ocm-gitops","mirror":"second.local/gitops"}`),
+			want: "second.local/gitops/argocd-pull-addon:v1"},
+		{name: "annotation for other images", annotations: annotation(`{"source":"registry.redhat.io","mirror":"m.local"}`), want: image},
+		{name: "AddOnDeploymentConfig wins over the annotation", adc: adc("quay.io/ocm-gitops", "adc.local/gitops"),
+			annotations: annotation(`{"source":"quay.io/ocm-gitops","mirror":"annotation.local/gitops"}`),
+			want:        "adc.local/gitops/argocd-pull-addon:v1"},
+		{name: "AddOnDeploymentConfig for other images leaves the annotation", adc: adc("registry.redhat.io", "adc.local"),
+			annotations: annotation(`{"source":"quay.io/ocm-gitops","mirror":"annotation.local/gitops"}`),
+			want:        "annotation.local/gitops/argocd-pull-addon:v1"},
+		{name: "digest kept", adc: adc("quay.io/ocm-gitops", "adc.local/gitops"),
+			want: "adc.local/gitops/argocd-pull-addon@sha256:" + strings.Repeat("a", 64)},
+		{name: "malformed annotation", annotations: map[string]string{clusterv1.ClusterImageRegistriesAnnotationKey: "{registries"}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := values(DefaultInstallNamespace)
+			if strings.Contains(tc.want, "@") {
+				v.Image = "quay.io/ocm-gitops/argocd-pull-addon@sha256:" + strings.Repeat("a", 64)
+			}
+			v.ClusterAnnotations = tc.annotations
+			objs, err := renderAgentManifests(v, tc.adc)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), clusterv1.ClusterImageRegistriesAnnotationKey) {
+					t.Fatalf("err = %v, want an error naming the annotation", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec.Containers[0].Image; got != tc.want {
+				t.Errorf("image %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAgentRedeployedWhenTheRegistriesAnnotationChanges(t *testing.T) {
+	a, err := NewAgentAddon(Options{AddonName: "argocd-pull", AgentImage: "i:v1", WatchNamespaces: []string{"argocd"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := a.GetAgentAddonOptions().AgentDeployTriggerClusterFilter
+	if filter == nil {
+		t.Fatal("no AgentDeployTriggerClusterFilter: a new image-registries annotation would not reach the agent")
+	}
+	old := &clusterv1.ManagedCluster{}
+	changed := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		clusterv1.ClusterImageRegistriesAnnotationKey: `{"registries":[]}`}}}
+	labelled := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"env": "prod"}}}
+	if !filter(old, changed) || filter(old, labelled) {
+		t.Errorf("filter(annotation added) = %v, filter(label added) = %v; want true, false", filter(old, changed), filter(old, labelled))
 	}
 }
 

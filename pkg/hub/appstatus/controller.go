@@ -10,10 +10,12 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -91,7 +93,8 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, apiReader: mgr.GetAPIReader(), opts: opts, progressingSince: map[types.NamespacedName]time.Time{}}
+	r := &reconciler{client: c, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
+		progressingSince: map[types.NamespacedName]time.Time{}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
@@ -109,7 +112,9 @@ type reconciler struct {
 	client client.Client
 	// apiReader reads from the apiserver, past the cache, to retry a conflict.
 	apiReader client.Reader
-	opts      Options
+	// recorder records, on the hub Application, that the agent does not report it.
+	recorder events.EventRecorder
+	opts     Options
 
 	mu sync.Mutex
 	// progressingSince is when this controller wrote a Progressing before Healthy.
@@ -141,6 +146,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Not propagated (yet): nothing to mirror; the status stays as it is.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if work.Labels[argoapp.LabelAddon] != r.opts.AddonName {
+		// Another controller's work (Red Hat ACM's pull controller), which also writes
+		// the status; or one of an earlier release that propagation labels on its next
+		// apply, which is another event. Mirror only what this addon delivers.
+		return ctrl.Result{}, nil
+	}
 	addon := &addonv1beta1.ManagedClusterAddOn{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -149,18 +160,22 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		addon = nil
 	}
 	// The report controller records the Event of a rejected report.
-	reported, rejection := r.opts.Reports.Find(addon, workName, req.NamespacedName)
-	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), reported)}
+	obs := r.opts.Reports.Observe(addon, work, req.NamespacedName, time.Now())
+	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), obs.App)}
 	if stale := observed.StalenessOf(addon); stale != nil {
 		c := stale.Condition(cluster)
 		desired.Stale = &c
 	}
-	if rejection != nil {
-		c := rejection.Condition(cluster)
+	if obs.Rejection != nil {
+		c := obs.Rejection.Condition(cluster)
 		desired.InvalidReport = &c
 	}
-	if !desired.State.Known() && desired.Stale == nil && desired.InvalidReport == nil {
-		return ctrl.Result{}, nil
+	if obs.Absence != nil {
+		c := obs.Absence.Condition()
+		desired.NotReported = &c
+	}
+	if !desired.State.Known() && len(desired.hubNotes()) == 0 {
+		return ctrl.Result{RequeueAfter: obs.RecheckAfter}, nil
 	}
 
 	// Healthy after a Progressing this controller wrote waits for the hold, and so does
@@ -173,7 +188,28 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
-	return r.write(ctx, app, desired, 0)
+	result, err := r.write(ctx, app, desired, obs.RecheckAfter)
+	if err == nil {
+		r.recordAbsence(ctx, app, obs.Absence, desired.NotReported)
+	}
+	return result, err
+}
+
+// recordAbsence records, when the not-reported condition of app appears or changes, a
+// Warning Event on the hub Application and a log line; and a log line when it goes.
+// app is the version read before the write.
+func (r *reconciler) recordAbsence(ctx context.Context, app *unstructured.Unstructured, absence *observed.Absence, wanted *argoapp.Condition) {
+	before, had, _ := argoapp.FindCondition(app, observed.ConditionNotReported)
+	key := client.ObjectKeyFromObject(app)
+	log := ctrl.LoggerFrom(ctx)
+	switch {
+	case wanted != nil && (!had || before != wanted.Message):
+		log.Info("the agent does not report the application", "app", key, "cluster", absence.Cluster,
+			"reason", absence.Reason, "spokeNamespace", absence.Namespace, "watchNamespaces", absence.WatchNamespaces)
+		r.recorder.Eventf(app, nil, corev1.EventTypeWarning, absence.Reason, "MirrorStatus", "%s", wanted.Message)
+	case wanted == nil && had:
+		log.Info("the agent reports the application again, or no longer needs to", "app", key)
+	}
 }
 
 // write applies desired and patches the app when something changed. requeue > 0 asks
@@ -246,7 +282,7 @@ var workChanged = predicate.Funcs{
 
 // addonHandler enqueues the hub Applications whose entries of the agent's report
 // changed, or every Application with a work on the cluster when the addon appears,
-// goes, changes availability or crosses the size budget.
+// goes, or changes in a way that concerns them all (observed.ClusterWideChange).
 func (r *reconciler) addonHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	named := func(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
@@ -270,8 +306,7 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 			if !ok1 || !ok2 {
 				return
 			}
-			if observed.AvailabilityChanged(old.Status.Conditions, a.Status.Conditions) ||
-				observed.OverBudgetChanged(old.Status.Conditions, a.Status.Conditions) {
+			if observed.ClusterWideChange(old.Status.Conditions, a.Status.Conditions) {
 				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
 				return
 			}

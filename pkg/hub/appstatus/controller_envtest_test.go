@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -54,7 +56,9 @@ func TestStatusMirror(t *testing.T) {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
-	g.Expect(setup(mgr, Options{ProgressingHold: 300 * time.Millisecond}, func(w client.WithWatch) client.WithWatch {
+	// A long grace: an absence shown at once is one the agent's scope explains.
+	reports := observed.NewReports().WithAbsenceGrace(time.Minute)
+	g.Expect(setup(mgr, Options{ProgressingHold: 300 * time.Millisecond, Reports: reports}, func(w client.WithWatch) client.WithWatch {
 		return interceptor.NewClient(w, interceptor.Funcs{
 			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 				writes.Add(1)
@@ -90,7 +94,7 @@ func TestStatusMirror(t *testing.T) {
 	newWork := func(app *unstructured.Unstructured) *workv1.ManifestWork {
 		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
 			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"},
+			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: propagation.DefaultAddonName},
 			Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: app.GetName()},
 		}}
 		g.Expect(c.Create(ctx, w)).To(gomega.Succeed())
@@ -117,10 +121,11 @@ func TestStatusMirror(t *testing.T) {
 		}).Should(gomega.Succeed())
 	}
 	var reportMu sync.Mutex
-	setReport := func(apps []clusterreport.App, available metav1.ConditionStatus) {
+	// setScopedReport plays an agent that publishes its scope; nil plays an older one.
+	setScopedReport := func(apps []clusterreport.App, scope *clusterreport.Scope, available metav1.ConditionStatus) {
 		reportMu.Lock()
 		defer reportMu.Unlock()
-		enc, err := clusterreport.Encode(clusterreport.Report{Apps: apps})
+		enc, err := clusterreport.Encode(clusterreport.Report{Apps: apps, Scope: scope})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		conds := enc.Conditions
 		for i := range conds {
@@ -136,6 +141,9 @@ func TestStatusMirror(t *testing.T) {
 			cur.Status.Conditions = conds
 			return c.Status().Update(ctx, cur)
 		}).Should(gomega.Succeed())
+	}
+	setReport := func(apps []clusterreport.App, available metav1.ConditionStatus) {
+		setScopedReport(apps, nil, available)
 	}
 	get := func(name string) *unstructured.Unstructured {
 		app := &unstructured.Unstructured{}
@@ -187,6 +195,23 @@ func TestStatusMirror(t *testing.T) {
 		g.Expect(str(got, "status", "reconciledAt")).NotTo(gomega.BeEmpty())
 	})
 
+	t.Run("another controller's work is not mirrored", func(t *testing.T) {
+		app := newApp("served-by-acm", false)
+		work := newWork(app)
+		// Red Hat ACM's pull controller names and annotates its works as this addon does,
+		// but without this addon's label; it writes the status itself.
+		g.Eventually(func() error {
+			cur := &workv1.ManifestWork{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(work), cur); err != nil {
+				return err
+			}
+			delete(cur.Labels, argoapp.LabelAddon)
+			return c.Update(ctx, cur)
+		}).Should(gomega.Succeed())
+		setFeedback(work, "Healthy", "Synced")
+		g.Consistently(func() string { return str(get("served-by-acm"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+	})
+
 	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {
 		app := newApp("multi", true)
 		work := newWork(app)
@@ -234,5 +259,171 @@ func TestStatusMirror(t *testing.T) {
 		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", "touched": "yes"})
 		g.Expect(c.Update(ctx, a)).To(gomega.Succeed())
 		gomega.NewWithT(t).Consistently(writes.Load, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+	})
+
+	// setApplied plays the work agent: the work applied its Application to namespace at
+	// appliedAt, and feeds back its sync and health.
+	setApplied := func(w *workv1.ManifestWork, name, namespace string, appliedAt time.Time) {
+		g.Eventually(func() error {
+			cur := &workv1.ManifestWork{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+				return err
+			}
+			val := func(name, v string) workv1.FeedbackValue {
+				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
+			}
+			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+				ResourceMeta: workv1.ManifestResourceMeta{Group: argoapp.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: name, Namespace: namespace},
+				StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+					val(argoapp.FeedbackHealthStatus, "Degraded"), val(argoapp.FeedbackSyncStatus, "OutOfSync"), val(argoapp.FeedbackSyncRevision, "r1"),
+				}},
+				Conditions: []metav1.Condition{},
+			}}
+			cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
+				LastTransitionTime: metav1.NewTime(appliedAt.Truncate(time.Second))}}
+			return c.Status().Update(ctx, cur)
+		}).Should(gomega.Succeed())
+	}
+	notReported := func(g gomega.Gomega, name string) (string, bool) {
+		conds, _, _ := unstructured.NestedSlice(get(name).Object, "status", "conditions")
+		for _, item := range conds {
+			if m := item.(map[string]any); m["type"] == observed.ConditionNotReported {
+				return m["message"].(string), true
+			}
+		}
+		return "", false
+	}
+	warnings := func(g gomega.Gomega, name, reason string) []string {
+		events := &eventsv1.EventList{}
+		g.Expect(c.List(ctx, events, client.InNamespace("apps"))).To(gomega.Succeed())
+		var notes []string
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && e.Regarding.Kind == "Application" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				notes = append(notes, e.Note)
+			}
+		}
+		return notes
+	}
+	argocd := &clusterreport.Scope{WatchNamespaces: []string{"argocd"}}
+	entryOf := func(name, work string) clusterreport.App {
+		return clusterreport.App{
+			Namespace: "argocd", Name: name, ManifestWork: work,
+			Sync:       argoapp.SyncStatus{Status: "OutOfSync", Revisions: []string{"r1", "r2"}},
+			Health:     argoapp.HealthStatus{Status: "Degraded", Message: "not enough replicas"},
+			Resources:  []argoapp.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "x", Name: "web", Status: "OutOfSync"}},
+			Conditions: []argoapp.Condition{{Type: "SyncError", Message: "services is forbidden"}},
+			ObservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		}
+	}
+
+	t.Run("an app missing from the agent's report: its data goes, a condition says why, and it all comes back", func(t *testing.T) {
+		app := newApp("absent", true)
+		work := newWork(app)
+		setApplied(work, "absent", "argocd", time.Now().Add(-time.Hour))
+		absent := entryOf("absent", work.Name)
+		setScopedReport([]clusterreport.App{absent}, argocd, metav1.ConditionTrue)
+		g.Eventually(func(g gomega.Gomega) {
+			got := get("absent")
+			revs, _, _ := unstructured.NestedStringSlice(got.Object, "status", "sync", "revisions")
+			g.Expect(revs).To(gomega.Equal([]string{"r1", "r2"}))
+			res, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")
+			g.Expect(res).To(gomega.HaveLen(1))
+		}).Should(gomega.Succeed())
+
+		// The agent stops reporting it (the grace is long past: the work was applied an
+		// hour ago).
+		setScopedReport(nil, argocd, metav1.ConditionTrue)
+		g.Eventually(func(g gomega.Gomega) {
+			got := get("absent")
+			msg, ok := notReported(g, "absent")
+			g.Expect(ok).To(gomega.BeTrue())
+			g.Expect(msg).To(gomega.ContainSubstring("The agent of cluster cluster1 reports applications, but not this one (argocd/absent"))
+			g.Expect(msg).To(gomega.ContainSubstring("the hub shows only the sync, health and operation status from the ManifestWork"))
+			_, found, _ := unstructured.NestedFieldNoCopy(got.Object, "status", "resources")
+			g.Expect(found).To(gomega.BeFalse(), "resources of an entry that is gone")
+			_, found, _ = unstructured.NestedFieldNoCopy(got.Object, "status", "sync", "revisions")
+			g.Expect(found).To(gomega.BeFalse())
+			g.Expect(str(got, "status", "health", "message")).To(gomega.BeEmpty())
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, item := range conds {
+				g.Expect(item.(map[string]any)["type"]).NotTo(gomega.Equal("SyncError"), "an error of an entry that is gone")
+			}
+			g.Expect(str(got, "status", "sync", "status")).To(gomega.Equal("OutOfSync"), "the feedback stays")
+			g.Expect(str(got, "status", "health", "status")).To(gomega.Equal("Degraded"))
+			g.Expect(warnings(g, "absent", observed.ReasonNotInAgentReport)).NotTo(gomega.BeEmpty())
+		}).Should(gomega.Succeed())
+
+		// Settled: the same inputs again write nothing.
+		time.Sleep(500 * time.Millisecond)
+		before := writes.Load()
+		setScopedReport(nil, argocd, metav1.ConditionTrue)
+		setApplied(work, "absent", "argocd", time.Now().Add(-time.Hour))
+		gomega.NewWithT(t).Consistently(writes.Load, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+
+		// It comes back.
+		setScopedReport([]clusterreport.App{absent}, argocd, metav1.ConditionTrue)
+		g.Eventually(func(g gomega.Gomega) {
+			_, ok := notReported(g, "absent")
+			g.Expect(ok).To(gomega.BeFalse())
+			got := get("absent")
+			revs, _, _ := unstructured.NestedStringSlice(got.Object, "status", "sync", "revisions")
+			g.Expect(revs).To(gomega.Equal([]string{"r1", "r2"}))
+			res, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")
+			g.Expect(res).To(gomega.HaveLen(1))
+			g.Expect(str(got, "status", "health", "message")).To(gomega.Equal("not enough replicas"))
+		}).Should(gomega.Succeed())
+		g.Expect(c.Delete(ctx, app)).To(gomega.Succeed())
+	})
+
+	t.Run("an app delivered to a namespace the agent does not watch: said at once, with the namespaces", func(t *testing.T) {
+		app := newApp("elsewhere", false)
+		work := newWork(app)
+		setScopedReport(nil, argocd, metav1.ConditionTrue)
+		setApplied(work, "elsewhere", "openshift-gitops", time.Now()) // within the grace
+		g.Eventually(func(g gomega.Gomega) {
+			msg, ok := notReported(g, "elsewhere")
+			g.Expect(ok).To(gomega.BeTrue())
+			g.Expect(msg).To(gomega.HavePrefix("The agent of cluster cluster1 watches the namespaces [argocd]; this application was delivered to namespace openshift-gitops, so the agent does not see it"))
+			g.Expect(msg).To(gomega.ContainSubstring("chart value agent.watchNamespaces"))
+			g.Expect(warnings(g, "elsewhere", observed.ReasonNamespaceNotWatched)).To(gomega.ConsistOf(msg))
+		}, 10*time.Second).Should(gomega.Succeed())
+
+		// The agent is reconfigured to watch it, and reports it: the condition goes.
+		both := &clusterreport.Scope{WatchNamespaces: []string{"argocd", "openshift-gitops"}}
+		entry := entryOf("elsewhere", work.Name)
+		entry.Namespace = "openshift-gitops"
+		setScopedReport([]clusterreport.App{entry}, both, metav1.ConditionTrue)
+		g.Eventually(func(g gomega.Gomega) {
+			_, ok := notReported(g, "elsewhere")
+			g.Expect(ok).To(gomega.BeFalse())
+			res, _, _ := unstructured.NestedSlice(get("elsewhere").Object, "status", "resources")
+			g.Expect(res).To(gomega.HaveLen(1))
+		}).Should(gomega.Succeed())
+		g.Expect(c.Delete(ctx, app)).To(gomega.Succeed())
+	})
+
+	t.Run("an older agent that does not publish its namespaces: no false alarm, only what it can tell", func(t *testing.T) {
+		reportedApp, missingApp := newApp("legacy-reported", false), newApp("legacy-missing", false)
+		reportedWork, missingWork := newWork(reportedApp), newWork(missingApp)
+		entry := entryOf("legacy-reported", reportedWork.Name)
+		entry.Namespace = "openshift-gitops"
+		setScopedReport([]clusterreport.App{entry}, nil, metav1.ConditionTrue)
+		setApplied(reportedWork, "legacy-reported", "openshift-gitops", time.Now())
+		setApplied(missingWork, "legacy-missing", "openshift-gitops", time.Now().Add(-time.Hour))
+		// The missing one, past the grace: absent, without a claim about namespaces the
+		// agent did not publish.
+		g.Eventually(func(g gomega.Gomega) {
+			msg, ok := notReported(g, "legacy-missing")
+			g.Expect(ok).To(gomega.BeTrue())
+			g.Expect(msg).To(gomega.HavePrefix("The agent of cluster cluster1 reports applications, but not this one (openshift-gitops/legacy-missing"))
+			g.Expect(msg).To(gomega.ContainSubstring("this agent does not publish the namespaces it watches"))
+			g.Expect(msg).NotTo(gomega.ContainSubstring("watches the namespaces ["))
+			res, _, _ := unstructured.NestedSlice(get("legacy-reported").Object, "status", "resources")
+			g.Expect(res).To(gomega.HaveLen(1))
+		}).Should(gomega.Succeed())
+		gomega.NewWithT(t).Consistently(func(g gomega.Gomega) {
+			_, ok := notReported(g, "legacy-reported")
+			g.Expect(ok).To(gomega.BeFalse(), "reported in a namespace the older agent does not name")
+		}, 2*time.Second, 100*time.Millisecond).Should(gomega.Succeed())
 	})
 }

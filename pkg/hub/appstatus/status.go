@@ -39,12 +39,15 @@ type Desired struct {
 	// InvalidReport is the invalid-report condition when the cluster's latest report of
 	// the app could not be decoded.
 	InvalidReport *argoapp.Condition
+	// NotReported is the not-reported condition when the agent's report has no entry
+	// for the app although its work is applied.
+	NotReported *argoapp.Condition
 }
 
 // hubNotes returns the conditions the hub adds about the data it shows.
 func (d Desired) hubNotes() []argoapp.Condition {
 	var notes []argoapp.Condition
-	for _, c := range []*argoapp.Condition{d.Stale, d.InvalidReport} {
+	for _, c := range []*argoapp.Condition{d.Stale, d.InvalidReport, d.NotReported} {
 		if c != nil {
 			notes = append(notes, *c)
 		}
@@ -54,13 +57,19 @@ func (d Desired) hubNotes() []argoapp.Condition {
 
 // isHubNote reports whether a condition is one of the hub's notes, not the agent's.
 func isHubNote(c argoapp.Condition) bool {
-	return c.Type == observed.ConditionStale || c.Type == observed.ConditionInvalidReport
+	return c.Type == observed.ConditionStale || c.Type == observed.ConditionInvalidReport || c.Type == observed.ConditionNotReported
 }
 
 // ApplyStatus sets the owned fields of app's status to d, and reports whether anything
 // changed. When health would become Healthy from anything but Progressing, it writes
 // Progressing instead, and holding is true: write again later to reach Healthy.
 // reconciledAt is set to now when, and only when, something else changed.
+//
+// The fields from the feedback (sync and health status, revision, operation phase and
+// start) are set when known and kept otherwise. Those that only the agent's report
+// carries (sync.revisions, the health and operation messages, resources, Argo CD's
+// conditions) are the report's entry, or absent when the report has none: the hub never
+// shows an earlier entry next to a newer feedback, and d's notes say why there is none.
 func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (changed, holding bool) {
 	before := app.DeepCopy()
 	status, _, _ := unstructured.NestedMap(app.Object, "status")
@@ -105,7 +114,13 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		setOrDelete(op, "message", s.OperationMsg)
 	}
 
-	if s.Reported {
+	if !s.Reported {
+		// Nothing from the agent: none of what only it carries.
+		deleteNested(status, "sync", "revisions")
+		deleteNested(status, "health", "message")
+		deleteNested(status, "operationState", "message")
+		delete(status, "resources")
+	} else {
 		if len(s.Resources) > 0 {
 			resources := make([]any, 0, len(s.Resources))
 			for _, r := range s.Resources {
@@ -124,15 +139,9 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		}
 	}
 
-	if notes := d.hubNotes(); s.Reported || len(notes) > 0 {
-		wanted := slices.Clone(s.Conditions)
-		if !s.Reported {
-			wanted = ownedConditions(status) // keep what the agent said last
-		}
-		wanted = append(slices.DeleteFunc(wanted, isHubNote), notes...)
+	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
+	if !equalConditions(ownedConditions(status), wanted) {
 		setConditions(status, wanted, now)
-	} else if slices.ContainsFunc(ownedConditions(status), isHubNote) {
-		setConditions(status, slices.DeleteFunc(ownedConditions(status), isHubNote), now)
 	}
 
 	if len(status) > 0 {
@@ -224,6 +233,23 @@ func ownedConditions(status map[string]any) []argoapp.Condition {
 func isOwned(conditionType string) bool {
 	return conditionType != argoapp.ConditionOCMPropagationError &&
 		(strings.HasSuffix(conditionType, "Error") || strings.HasSuffix(conditionType, "Warning"))
+}
+
+// equalConditions compares conditions by type and message, in order.
+func equalConditions(a, b []argoapp.Condition) bool {
+	return slices.Equal(a, b)
+}
+
+// deleteNested deletes m[key][field], and m[key] when that leaves it empty.
+func deleteNested(m map[string]any, key, field string) {
+	child, ok := m[key].(map[string]any)
+	if !ok {
+		return
+	}
+	delete(child, field)
+	if len(child) == 0 {
+		delete(m, key)
+	}
 }
 
 func mapAt(m map[string]any, key string) map[string]any {

@@ -63,3 +63,63 @@ func TestApplyStatusKeepsForeignConditions(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyStatusNotReported: when the agent's report has no entry for the app, what
+// only the report carries goes (no half-stale mix of old resources and errors with new
+// revisions), the feedback stays, the note says why; when the entry comes back, so does
+// all of it. Applying the same state twice changes nothing.
+func TestApplyStatusNotReported(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	reported := observed.State{
+		SyncStatus: "OutOfSync", SyncRevision: "r1", SyncRevisions: []string{"r1", "r2"},
+		HealthStatus: "Degraded", HealthMessage: "not enough replicas",
+		OperationPhase: "Failed", OperationStart: "2026-01-01T00:00:00Z", OperationMsg: "one or more objects failed to apply",
+		Reported:   true,
+		Resources:  []argoapp.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "x", Name: "web", Status: "OutOfSync"}},
+		Conditions: []argoapp.Condition{{Type: "SyncError", Message: "services is forbidden"}},
+	}
+	feedbackOnly := observed.State{
+		SyncStatus: "Synced", SyncRevision: "r3", HealthStatus: "Degraded",
+		OperationPhase: "Succeeded", OperationStart: "2026-01-01T00:00:00Z",
+	}
+	note := argoapp.Condition{Type: observed.ConditionNotReported, Message: "The agent of cluster c1 watches the namespaces [argocd]; ..."}
+	app := &unstructured.Unstructured{Object: map[string]any{}}
+	ApplyStatus(app, Desired{State: reported}, now)
+
+	changed, _ := ApplyStatus(app, Desired{State: feedbackOnly, NotReported: &note}, now)
+	status, _, _ := unstructured.NestedMap(app.Object, "status")
+	if !changed {
+		t.Fatal("no change when the entry went")
+	}
+	for _, path := range [][]string{{"sync", "revisions"}, {"health", "message"}, {"operationState", "message"}, {"resources"}} {
+		if _, found, _ := unstructured.NestedFieldNoCopy(status, path...); found {
+			t.Errorf("status.%v kept without an entry", path)
+		}
+	}
+	for path, want := range map[string][]string{"Synced": {"sync", "status"}, "r3": {"sync", "revision"}, "Degraded": {"health", "status"}, "Succeeded": {"operationState", "phase"}} {
+		if got, _, _ := unstructured.NestedString(status, want...); got != path {
+			t.Errorf("status.%v = %q, want %q from the feedback", want, got, path)
+		}
+	}
+	if conditions := ownedConditions(status); len(conditions) != 1 || conditions[0] != note {
+		t.Errorf("conditions %v, want only the note", conditions)
+	}
+	if changed, _ := ApplyStatus(app, Desired{State: feedbackOnly, NotReported: &note}, now.Add(time.Minute)); changed {
+		t.Error("the same state again changed the status")
+	}
+
+	// The entry comes back: all of it, and the note goes.
+	if changed, _ := ApplyStatus(app, Desired{State: reported}, now); !changed {
+		t.Fatal("no change when the entry came back")
+	}
+	status, _, _ = unstructured.NestedMap(app.Object, "status")
+	if revisions, _, _ := unstructured.NestedStringSlice(status, "sync", "revisions"); len(revisions) != 2 {
+		t.Errorf("revisions %v", revisions)
+	}
+	if resources, _, _ := unstructured.NestedSlice(status, "resources"); len(resources) != 1 {
+		t.Errorf("resources %v", resources)
+	}
+	if conditions := ownedConditions(status); len(conditions) != 1 || conditions[0].Type != "SyncError" {
+		t.Errorf("conditions %v, want the agent's SyncError only", conditions)
+	}
+}

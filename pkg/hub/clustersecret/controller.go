@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,8 +48,11 @@ const (
 	PlaceholderServerFormat = "https://%s.ocm.invalid"
 )
 
-// Options configure the controller. All fields are required.
+// Options configure the controller. All fields but Disabled are required.
 type Options struct {
+	// Disabled keeps no Secret: the controller deletes the ones it made. For hubs where
+	// the Argo CD cluster Secrets come from elsewhere (Red Hat ACM's GitOpsCluster).
+	Disabled bool
 	// AddonName names the ManagedClusterAddOn that opts a cluster in.
 	AddonName string
 	// ArgoCDNamespace is the hub Argo CD's namespace, where the Secrets live.
@@ -106,7 +110,7 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 	if err := mgr.Add(secrets); err != nil {
 		return fmt.Errorf("add the cluster secret cache: %w", err)
 	}
-	r := &reconciler{client: c, secrets: secrets, opts: opts}
+	r := &reconciler{client: c, secrets: secrets, apiReader: mgr.GetAPIReader(), opts: opts}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(
@@ -139,7 +143,9 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 type reconciler struct {
 	client  client.Client
 	secrets client.Reader
-	opts    Options
+	// apiReader lists the cluster Secrets of other tools, which the cache leaves out.
+	apiReader client.Reader
+	opts      Options
 }
 
 // Reconcile creates or updates the cluster Secret when the cluster is opted in (its
@@ -159,16 +165,34 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("get secret %s: %w", key, err)
 	}
 
-	if !optedIn {
+	why := ""
+	switch {
+	case r.opts.Disabled:
+		why = "the cluster secrets are turned off"
+	case !optedIn:
+		why = "the cluster opted out"
+	default:
+		other, err := r.otherClusterSecret(ctx, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if other != "" {
+			// Argo CD takes the first cluster Secret that matches a name or a server:
+			// a second one would shadow, or be shadowed by, the one another tool keeps.
+			why = "the cluster already has the Argo CD cluster secret " + other
+		}
+	}
+	if why != "" {
 		if existing == nil || existing.DeletionTimestamp != nil {
-			return ctrl.Result{}, nil
+			log.V(1).Info("no Argo CD cluster secret to keep", "cluster", cluster, "reason", why)
+			return ctrl.Result{RequeueAfter: recheckOthers}, nil
 		}
 		err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", key, err)
 		}
-		log.Info("deleted the Argo CD cluster secret: the cluster opted out", "secret", key)
-		return ctrl.Result{}, nil
+		log.Info("deleted the Argo CD cluster secret", "secret", key, "reason", why)
+		return ctrl.Result{RequeueAfter: recheckOthers}, nil
 	}
 
 	desired := desiredSecret(key, managedCluster, r.opts.AddonName)
@@ -185,7 +209,34 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("apply secret %s: %w", key, err)
 	}
 	log.Info("applied the Argo CD cluster secret", "secret", key, "created", existing == nil)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheckOthers}, nil
+}
+
+// recheckOthers is how often a cluster is looked at again for a cluster Secret that
+// another tool made meanwhile: those Secrets are not watched, since the controller
+// caches only its own.
+const recheckOthers = 10 * time.Minute
+
+// otherClusterSecret returns the name of an Argo CD cluster Secret of the cluster that
+// this controller did not make (Red Hat ACM's GitOpsCluster makes one per cluster with
+// the same name and server), or "". It reads the apiserver: the controller's cache holds
+// only its own Secrets.
+func (r *reconciler) otherClusterSecret(ctx context.Context, cluster string) (string, error) {
+	secrets := &corev1.SecretList{}
+	if err := r.apiReader.List(ctx, secrets, client.InNamespace(r.opts.ArgoCDNamespace),
+		client.MatchingLabels{argoapp.LabelSecretType: argoapp.SecretTypeCluster}); err != nil {
+		return "", fmt.Errorf("list the Argo CD cluster secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		secret := &secrets.Items[i]
+		if secret.Labels[LabelManagedBy] == r.opts.AddonName {
+			continue
+		}
+		if string(secret.Data["name"]) == cluster {
+			return secret.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // optedIn returns the ManagedCluster, and whether the cluster is opted in.

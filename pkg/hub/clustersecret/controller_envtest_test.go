@@ -44,7 +44,7 @@ type fixture struct {
 	applies atomic.Int64
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 	t.Helper()
 	env := shared.Get(t)
 	b := make([]byte, 3)
@@ -52,6 +52,9 @@ func newFixture(t *testing.T) *fixture {
 	id := hex.EncodeToString(b)
 	f := &fixture{t: t, g: gomega.NewWithT(t), ctx: context.Background(), c: env.Client, id: id,
 		opts: Options{AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, Concurrency: 2}}
+	for _, a := range adjust {
+		a(&f.opts)
+	}
 	f.g.SetDefaultEventuallyTimeout(20 * time.Second)
 	f.g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	f.g.SetDefaultConsistentlyDuration(2 * time.Second)
@@ -228,4 +231,52 @@ func TestEnvtestClusterSecretNeedsOptIn(t *testing.T) {
 
 	f.setAddon(cluster, true)
 	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
+}
+
+// otherToolSecret creates an Argo CD cluster Secret of cluster that another tool keeps,
+// as Red Hat ACM's GitOpsCluster does: another name, the same cluster name.
+func (f *fixture) otherToolSecret(cluster string) {
+	f.t.Helper()
+	f.g.Expect(f.c.Create(f.ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cluster + "-application-manager-cluster-secret", Namespace: f.opts.ArgoCDNamespace,
+			Labels: map[string]string{argoapp.LabelSecretType: argoapp.SecretTypeCluster},
+		},
+		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://" + cluster + ".example.com:6443"), "config": []byte("{}")},
+	})).To(gomega.Succeed())
+}
+
+// A cluster that already has another tool's cluster Secret never gets a second one:
+// Argo CD would take either for the cluster.
+func TestEnvtestClusterSecretNotASecondOne(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := f.g
+	taken := "taken-" + f.id
+	f.otherToolSecret(taken)
+	f.createCluster("taken", nil, true)
+	g.Consistently(func() *corev1.Secret { return f.secret(taken) }).Should(gomega.BeNil())
+
+	// The other tool comes after this controller: its Secret wins at the next look.
+	late := f.createCluster("late", nil, true)
+	g.Eventually(func() *corev1.Secret { return f.secret(late) }).ShouldNot(gomega.BeNil())
+	f.otherToolSecret(late)
+	f.updateCluster(late, func(mc *clusterv1.ManagedCluster) { mc.Labels = map[string]string{"looked": "again"} })
+	g.Eventually(func() *corev1.Secret { return f.secret(late) }).Should(gomega.BeNil())
+}
+
+// Turned off, the controller keeps no Secret and deletes the ones it made.
+func TestEnvtestClusterSecretsDisabled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.Disabled = true })
+	g := f.g
+	cluster := "east-" + f.id
+	// Made when they were on.
+	g.Expect(f.c.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name: SecretName(f.opts.AddonName, cluster), Namespace: f.opts.ArgoCDNamespace,
+		Labels: map[string]string{argoapp.LabelSecretType: argoapp.SecretTypeCluster, LabelManagedBy: f.opts.AddonName, clusterv1.ClusterNameLabelKey: cluster},
+	}})).To(gomega.Succeed())
+	f.createCluster("east", nil, true)
+	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
+	g.Consistently(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
 }

@@ -209,6 +209,8 @@ func ChangedAppConditions(old, new []metav1.Condition) []metav1.Condition {
 type Reports struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]decoded
+	// absenceGrace: see DefaultAbsenceGrace.
+	absenceGrace time.Duration
 }
 
 type decoded struct {
@@ -225,11 +227,24 @@ type decoded struct {
 	rejected map[string]error
 	// errClaimed is true once ClaimError returned err.
 	errClaimed bool
+	// scope is the report's scope; nil when the agent does not publish one.
+	scope *clusterreport.Scope
+	// published is true when the agent has written any of its conditions.
+	published bool
 }
 
 // NewReports returns an empty decoder cache.
 func NewReports() *Reports {
-	return &Reports{entries: map[types.NamespacedName]decoded{}}
+	return &Reports{entries: map[types.NamespacedName]decoded{}, absenceGrace: DefaultAbsenceGrace}
+}
+
+// WithAbsenceGrace sets how long an app may be missing from its agent's report, after
+// its work was applied, before Observe says so (DefaultAbsenceGrace); for tests.
+func (r *Reports) WithAbsenceGrace(d time.Duration) *Reports {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.absenceGrace = d
+	return r
 }
 
 // Get returns the apps of the addon's report, and the error of its decoding (the apps
@@ -273,7 +288,7 @@ func (r *Reports) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decod
 		return e, false
 	}
 	report, err := clusterreport.Decode(addon.Status.Conditions)
-	e = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err}
+	e = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err, scope: report.Scope, published: published(addon.Status.Conditions)}
 	if err != nil {
 		e.keepLastGood(r.entries[key].apps)
 	}
@@ -308,27 +323,6 @@ func (e *decoded) keepLastGood(previous []clusterreport.App) {
 	slices.SortFunc(e.apps, func(a, b clusterreport.App) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
-}
-
-// Find returns the app of the addon's report that the ManifestWork workName carries, or
-// that points back to the hub Application hub; nil when the cluster has not reported it.
-// When the latest report of the app could not be decoded, the app is its last good
-// version (nil when there is none) and the Rejection says why.
-func (r *Reports) Find(addon *addonv1beta1.ManagedClusterAddOn, workName string, hub types.NamespacedName) (*clusterreport.App, *Rejection) {
-	if addon == nil {
-		return nil, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, _ := r.decodeLocked(addon)
-	app := FindApp(e.apps, workName, hub)
-	switch {
-	case app != nil && e.rejected[app.Key()] != nil:
-		return app, &Rejection{Err: e.rejected[app.Key()], LastGood: true}
-	case app == nil && e.whole != nil:
-		return nil, &Rejection{Err: e.whole}
-	}
-	return app, nil
 }
 
 // Forget drops a deleted addon's report.
@@ -411,10 +405,15 @@ func firstNonEmpty(values ...string) string {
 }
 
 // WorkObservationChanged reports whether an update of a ManifestWork changes what the
-// report and the status mirror read of it: its feedback or its annotations (the hub
-// back-pointers). An object that is not a work counts as changed.
+// report and the status mirror read of it: its feedback, its annotations (the hub
+// back-pointers), or the Application it applied (see AppliedApplication). An object that is not a work counts as changed.
 func WorkObservationChanged(oldObj, newObj client.Object) bool {
 	o, ok1 := oldObj.(*workv1.ManifestWork)
 	n, ok2 := newObj.(*workv1.ManifestWork)
-	return !ok1 || !ok2 || FeedbackOf(o) != FeedbackOf(n) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations)
+	if !ok1 || !ok2 || FeedbackOf(o) != FeedbackOf(n) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations) {
+		return true
+	}
+	a, appliedBefore := AppliedApplication(o)
+	b, appliedAfter := AppliedApplication(n)
+	return appliedBefore != appliedAfter || a.Namespace != b.Namespace || a.Name != b.Name || !a.Since.Equal(b.Since)
 }

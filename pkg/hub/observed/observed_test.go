@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -80,7 +81,9 @@ func TestReportsKeepLastGood(t *testing.T) {
 		}
 	}
 	find := func(r *Reports, addon *addonv1beta1.ManagedClusterAddOn, name string) (*clusterreport.App, *Rejection) {
-		return r.Find(addon, name+"-work", types.NamespacedName{Namespace: "hub", Name: name})
+		o := r.Observe(addon, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: name + "-work"}},
+			types.NamespacedName{Namespace: "hub", Name: name}, time.Now())
+		return o.App, o.Rejection
 	}
 	// corrupt replaces the payload of the condition of app name.
 	corrupt := func(conditions []metav1.Condition, name, message string) []metav1.Condition {

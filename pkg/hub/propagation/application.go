@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
 // maxEventNoteLength bounds the note of an Event; the events API refuses longer ones.
@@ -63,8 +65,18 @@ func (r *reconciler) patchApplication(ctx context.Context, app *unstructured.Uns
 	return err
 }
 
-// addFinalizer adds the clean-up finalizer.
-func addFinalizer(app *unstructured.Unstructured) (bool, error) {
+// addCleanupFinalizer adds the clean-up finalizer to an Application that no
+// ApplicationSet owns.
+//
+// The ApplicationSet controller sets the finalizers of every Application it generates
+// to its template's on each reconcile (keeping only post-delete finalizers), and
+// reconciles again when they change: a finalizer of ours there is removed at once and
+// would be added back, a write loop. A generated Application is cleaned up through the
+// not-found path instead: once it is gone, its works are deleted (cleanUpAfterDeletion).
+func addCleanupFinalizer(app *unstructured.Unstructured) (bool, error) {
+	if _, generated := argoapp.OwningApplicationSet(app.GetOwnerReferences()); generated {
+		return false, nil
+	}
 	if slices.Contains(app.GetFinalizers(), argoapp.FinalizerManifestWorkCleanup) {
 		return false, nil
 	}
@@ -83,16 +95,24 @@ func removeFinalizer(app *unstructured.Unstructured) (bool, error) {
 	return true, nil
 }
 
-// acknowledgeDelivery removes the refresh annotation and the operation from the hub
-// Application once the work that carries them is applied on the managed cluster: the
-// work is up to date with the Application, and its Applied condition is true for its
-// current generation. The spoke Argo CD acts on them there; on the hub they would only
-// block the next request (Argo CD refuses a sync while an operation is set).
+// acknowledgeDelivery removes from the hub Application what the managed cluster has
+// acted on, so that the next request goes through, and nothing is delivered twice:
+//
+//   - The refresh annotation, once the work that carries it is applied on the managed
+//     cluster: the work is up to date with the Application, and its Applied condition
+//     is true for its current generation.
+//   - The operation, once the spoke Argo CD has run it: the work that delivers it is
+//     applied, and the spoke Application's operationState (the work's status feedback)
+//     shows an operation started after the delivery (see AnnotationOperationBaseline)
+//     that has completed. Until then the operation stays on the hub Application and in
+//     the work, as Argo CD keeps .operation on an Application while it runs; removed
+//     earlier, the next render would drop it from the work, and the work agent's
+//     server-side apply would remove it from the spoke Application before or while it
+//     runs.
 //
 // Each removal is a JSON patch that first tests the value, so that a newer request
-// made meanwhile is never lost. Once removed, the next render drops them from the work,
-// and the work agent, which ignores these fields when the spoke changes them, has
-// nothing more to apply.
+// made meanwhile is never lost. Once removed, the next render drops them from the work;
+// the spoke Argo CD has already cleared them there, so the work agent removes nothing.
 func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.Unstructured, work *workv1.ManifestWork) error {
 	if !appliedAtGeneration(work) {
 		return nil
@@ -111,15 +131,82 @@ func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.
 				refresh, work.Namespace, work.Name, argoapp.AnnotationRefresh)
 		}
 	}
-	if operation, ok := app.Object["operation"]; ok && operation != nil {
-		removed, err := r.testAndRemove(ctx, app, "/operation", operation)
-		if err != nil {
-			return fmt.Errorf("remove the delivered operation from application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+	operation, ok := app.Object["operation"]
+	if !ok || operation == nil {
+		return nil
+	}
+	ran, state := operationRan(work)
+	if !ran {
+		return nil
+	}
+	removed, err := r.testAndRemove(ctx, app, "/operation", operation)
+	if err != nil {
+		return fmt.Errorf("remove the completed operation from application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+	}
+	if removed {
+		log.Info("the spoke Argo CD ran the operation; removed it from the hub application",
+			"work", client.ObjectKeyFromObject(work), "phase", state.OperationStatePhase, "startedAt", state.OperationStateStartedAt)
+		r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonOperationCompleted, eventAction,
+			"The operation ran on cluster %s (phase %s, started at %s); removed it from the hub application",
+			work.Namespace, state.OperationStatePhase, state.OperationStateStartedAt)
+	}
+	return nil
+}
+
+// operationRan reports whether the spoke Argo CD has run the operation that work
+// delivers: the work marks a delivery, and the spoke Application's operationState,
+// from the work's status feedback, started after it (its startedAt differs from the
+// baseline) and has completed. It also returns the feedback it read.
+func operationRan(work *workv1.ManifestWork) (bool, observed.Feedback) {
+	baseline, delivering := work.Annotations[argoapp.AnnotationOperationBaseline]
+	if !delivering {
+		return false, observed.Feedback{}
+	}
+	state := observed.FeedbackOf(work)
+	started := state.OperationStateStartedAt != "" && state.OperationStateStartedAt != baseline
+	return started && operationCompleted(state.OperationStatePhase), state
+}
+
+// operationCompleted reports whether an Argo CD operation phase is final.
+func operationCompleted(phase string) bool {
+	switch phase {
+	case "Succeeded", "Failed", "Error":
+		return true
+	}
+	return false
+}
+
+// keepOperationBaseline sets AnnotationOperationBaseline on desired, a rendered work,
+// when its payload carries an operation: the baseline of existing (the current work)
+// when that work already delivers the same operation, else the spoke's current
+// operationState.startedAt from existing's status feedback, empty when there is none.
+// Without an operation, desired carries no baseline.
+func keepOperationBaseline(desired, existing *workv1.ManifestWork) {
+	delete(desired.Annotations, argoapp.AnnotationOperationBaseline)
+	operation := payloadOperation(desired)
+	if operation == nil {
+		return
+	}
+	baseline := ""
+	if existing != nil {
+		if kept, ok := existing.Annotations[argoapp.AnnotationOperationBaseline]; ok && reflect.DeepEqual(payloadOperation(existing), operation) {
+			baseline = kept
+		} else {
+			baseline = observed.FeedbackOf(existing).OperationStateStartedAt
 		}
-		if removed {
-			log.Info("the operation reached the managed cluster; removed it from the hub application", "work", client.ObjectKeyFromObject(work))
-			r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonOperationDelivered, eventAction,
-				"The operation was applied to cluster %s by ManifestWork %s; removed it from the hub application", work.Namespace, work.Name)
+	}
+	desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationBaseline, baseline)
+}
+
+// payloadOperation returns .operation of the Application that a work carries, or nil.
+func payloadOperation(work *workv1.ManifestWork) any {
+	for _, manifest := range work.Spec.Workload.Manifests {
+		var object struct {
+			Kind      string `json:"kind"`
+			Operation any    `json:"operation"`
+		}
+		if err := json.Unmarshal(manifest.Raw, &object); err == nil && object.Kind == argoapp.KindApplication {
+			return object.Operation
 		}
 	}
 	return nil

@@ -37,6 +37,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
 // Defaults of Options.
@@ -44,6 +45,11 @@ const (
 	DefaultAddonName       = clusterreport.DefaultAddonName
 	DefaultArgoCDNamespace = "argocd"
 	DefaultConcurrency     = 4
+	// DefaultHubClusterName is the name of the hub's own ManagedCluster on ACM hubs.
+	DefaultHubClusterName = "local-cluster"
+	// DefaultOptOutGracePeriod is how long the works of an Application are kept after
+	// its cluster stopped being a target (see Options.OptOutGracePeriod).
+	DefaultOptOutGracePeriod = time.Hour
 )
 
 // Names under which this package writes, and reports.
@@ -79,6 +85,24 @@ type Options struct {
 	// Concurrency is the number of parallel reconciles of each controller; 0 means
 	// DefaultConcurrency.
 	Concurrency int
+	// HubClusterName names the hub's own ManagedCluster, which is never a pull target
+	// (a ManagedCluster labelled LabelLocalCluster "true" is not either). Empty means
+	// DefaultHubClusterName.
+	HubClusterName string
+	// OptOutGracePeriod is how long the works of an Application are kept once its
+	// cluster is no longer a target: the cluster left the Application's placement, its
+	// ManagedClusterAddOn is gone, or the ManagedCluster is gone. Placements, clusters
+	// and opt-ins flicker (a decision page rewritten, a cluster unreachable, an addon
+	// re-created by its install strategy), and deleting a work prunes the managed
+	// cluster, so only a loss that lasts this long deletes them. 0 deletes them at once;
+	// a negative value never deletes them for this reason.
+	OptOutGracePeriod time.Duration
+	// TakeOverForeignWorks makes the manager treat the pulled works that another
+	// controller made for an Application (Red Hat ACM's pull controller) as its own:
+	// it updates them, labels them as its own, and deletes them when they are stale.
+	// Without it, an Application with such a work is left to that controller. Turn it
+	// on only once the other controller no longer serves these Applications.
+	TakeOverForeignWorks bool
 }
 
 // DefaultOptions returns the defaults: all namespaces, the tenant gate on.
@@ -88,6 +112,8 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         DefaultArgoCDNamespace,
 		RequirePlacementBinding: true,
 		Concurrency:             DefaultConcurrency,
+		HubClusterName:          DefaultHubClusterName,
+		OptOutGracePeriod:       DefaultOptOutGracePeriod,
 	}
 }
 
@@ -101,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.HubClusterName == "" {
+		o.HubClusterName = DefaultHubClusterName
 	}
 	return o
 }
@@ -195,12 +224,13 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder(ControllerName),
 		opts:      opts,
+		problems:  sharedProblems,
 	}
 	sweeps := make(chan event.TypedGenericEvent[types.NamespacedName])
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(inNamespaces(opts), applicationChanged)).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWorkToApplication),
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.mapWorkToApplications),
 			builder.WithPredicates(workChanged)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.mapClusterToApplications),
 			builder.WithPredicates(existenceChanged)).
@@ -253,6 +283,10 @@ const (
 	indexApplicationByCluster = "argocd-pull.targetCluster"
 	// indexApplicationByProject indexes the hub Applications by their AppProject.
 	indexApplicationByProject = "argocd-pull.project"
+	// indexBySpokeApplication indexes the pulled ManifestWorks by the spokeApplicationKey
+	// of the Application they apply on their managed cluster, and the hub Applications
+	// by the one their work would have.
+	indexBySpokeApplication = "argocd-pull.spokeApplication"
 )
 
 func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
@@ -270,6 +304,25 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
 			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
 				return []string{cluster}
+			}
+			return nil
+		}},
+		{&workv1.ManifestWork{}, indexBySpokeApplication, func(obj client.Object) []string {
+			work, ok := obj.(*workv1.ManifestWork)
+			if !ok {
+				return nil
+			}
+			if _, pulled := applicationOfWork(work); !pulled {
+				return nil
+			}
+			if key, ok := spokeApplicationKey(work); ok {
+				return []string{key}
+			}
+			return nil
+		}},
+		{argoapp.NewApplication(), indexBySpokeApplication, func(obj client.Object) []string {
+			if key, ok := spokeApplicationKeyOf(obj); ok {
+				return []string{key}
 			}
 			return nil
 		}},
@@ -308,11 +361,32 @@ func applicationOfWork(work client.Object) (types.NamespacedName, bool) {
 // Event mapping: every watch enqueues the hub Applications whose outcome the event may
 // change. The reconcile ignores the namespaces outside Options.WatchNamespaces.
 
-func mapWorkToApplication(_ context.Context, work client.Object) []reconcile.Request {
-	if key, ok := applicationOfWork(work); ok {
-		return []reconcile.Request{{NamespacedName: key}}
+// mapWorkToApplications enqueues the hub Application of a work, and the other hub
+// Applications that would apply the same spoke Application: a change of the work that
+// owns it may settle their conflict.
+func (r *reconciler) mapWorkToApplications(ctx context.Context, obj client.Object) []reconcile.Request {
+	key, ok := applicationOfWork(obj)
+	if !ok {
+		return nil
 	}
-	return nil
+	var requests requestSet
+	requests.add(key)
+	work, ok := obj.(*workv1.ManifestWork)
+	if !ok {
+		return requests.list()
+	}
+	spoke, ok := spokeApplicationKey(work)
+	if !ok {
+		return requests.list()
+	}
+	apps := argoapp.NewApplicationList()
+	if err := r.client.List(ctx, apps, client.MatchingFields{indexBySpokeApplication: spoke}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Applications of a spoke application", "spokeApplication", spoke)
+	}
+	for i := range apps.Items {
+		requests.add(client.ObjectKeyFromObject(&apps.Items[i]))
+	}
+	return requests.list()
 }
 
 // mapClusterToApplications enqueues the Applications that target the ManagedCluster or
@@ -488,7 +562,8 @@ func applicationInputsChanged(oldApp, newApp *unstructured.Unstructured) bool {
 }
 
 // workChanged drops the updates of a ManifestWork that only refresh its status feedback:
-// its spec, metadata or Applied condition must change.
+// its spec, metadata or Applied condition must change, or, while it delivers an
+// operation, the spoke's operation state.
 var workChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		oldWork, okOld := e.ObjectOld.(*workv1.ManifestWork)
@@ -500,8 +575,19 @@ var workChanged = predicate.Funcs{
 			!equality.Semantic.DeepEqual(oldWork.Labels, newWork.Labels) ||
 			!equality.Semantic.DeepEqual(oldWork.Annotations, newWork.Annotations) ||
 			!equality.Semantic.DeepEqual(oldWork.DeletionTimestamp, newWork.DeletionTimestamp) ||
-			!equality.Semantic.DeepEqual(appliedState(oldWork), appliedState(newWork))
+			!equality.Semantic.DeepEqual(appliedState(oldWork), appliedState(newWork)) ||
+			operationStateChanged(oldWork, newWork)
 	},
+}
+
+// operationStateChanged reports whether the spoke's operation state changed in the
+// feedback of a work that delivers an operation: the change may complete it.
+func operationStateChanged(oldWork, newWork *workv1.ManifestWork) bool {
+	if _, delivering := newWork.Annotations[argoapp.AnnotationOperationBaseline]; !delivering {
+		return false
+	}
+	o, n := observed.FeedbackOf(oldWork), observed.FeedbackOf(newWork)
+	return o.OperationStatePhase != n.OperationStatePhase || o.OperationStateStartedAt != n.OperationStateStartedAt
 }
 
 // appliedState is what propagation reads of a work's Applied condition.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -33,9 +34,10 @@ func TestEnvtestPullsSelectedApplication(t *testing.T) {
 	f.create(app)
 	work := f.waitForWork("guestbook", cluster)
 
-	// The work is the render of the Application.
+	// The work is the render of the Application, marked as the manager's.
 	want, err := RenderManifestWork(f.getApp("guestbook"), RenderOptions{})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
+	want.Labels[argoapp.LabelAddon] = f.opts.AddonName
 	g.Expect(workUpToDate(work, want)).To(gomega.BeTrue(), "the work is not the render of the application")
 	g.Expect(payload(t, work).GetNamespace()).To(gomega.Equal(f.ns))
 	g.Eventually(func() bool { return hasFinalizer(f.getApp("guestbook"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeTrue())
@@ -151,16 +153,41 @@ func TestEnvtestAddonEnablement(t *testing.T) {
 	f.waitForWork("guestbook", cluster)
 	g.Eventually(func() string { return f.condition("guestbook") }).Should(gomega.BeEmpty())
 
-	// The addon goes: the work goes, and the finalizer with it.
+	// The addon goes for a while (an install strategy re-creating it, say): the work is
+	// kept, within the opt-out grace period, and said so.
+	work := f.waitForWork("guestbook", cluster)
 	f.disableAddon(cluster)
-	g.Eventually(func() []string { return f.workKeys("guestbook") }).Should(gomega.BeEmpty())
 	f.expectProblem("guestbook", ReasonAddonNotEnabled)
+	g.Expect(f.condition("guestbook")).To(gomega.ContainSubstring("kept until"))
+	g.Consistently(func() types.UID { return f.waitForWork("guestbook", cluster).UID }).Should(gomega.Equal(work.UID))
+
+	// It comes back: the same work, and the condition goes.
+	f.enableAddon(cluster)
+	g.Eventually(func() string { return f.condition("guestbook") }).Should(gomega.BeEmpty())
+	g.Expect(f.waitForWork("guestbook", cluster).UID).To(gomega.Equal(work.UID))
+}
+
+// A deliberate opt-out cleans up once the grace period has passed: the work goes, and
+// the finalizer with it.
+func TestEnvtestOptOutGracePeriod(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.OptOutGracePeriod = 3 * time.Second })
+	g := f.g
+	cluster := f.readyCluster("east")
+	f.create(f.application("guestbook", cluster))
+	work := f.waitForWork("guestbook", cluster)
+
+	f.disableAddon(cluster)
+	f.expectProblem("guestbook", ReasonAddonNotEnabled)
+	g.Consistently(func() types.UID { return f.waitForWork("guestbook", cluster).UID }, "1s").Should(gomega.Equal(work.UID))
+	g.Eventually(func() []string { return f.workKeys("guestbook") }).Should(gomega.BeEmpty())
 	g.Eventually(func() bool { return hasFinalizer(f.getApp("guestbook"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeFalse())
+	f.expectProblem("guestbook", ReasonAddonNotEnabled)
 }
 
 func TestEnvtestClusterDeleted(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
+	f := newFixture(t, func(o *Options) { o.OptOutGracePeriod = 0 })
 	g := f.g
 	cluster := f.readyCluster("east")
 	f.create(f.application("guestbook", cluster))
@@ -198,10 +225,34 @@ func TestEnvtestTenantGate(t *testing.T) {
 	f.waitForWork("guestbook", cluster)
 	g.Eventually(func() string { return f.condition("guestbook") }).Should(gomega.BeEmpty())
 
-	// The placement drops the cluster: the binding is revoked, and the work deleted.
+	// The placement drops the cluster for a moment (a decision page rewritten, the
+	// cluster unreachable): the work is kept, and said so.
+	work := f.waitForWork("guestbook", cluster)
 	f.setDecisions(decision, f.clusterName("elsewhere"))
-	g.Eventually(func() []string { return f.workKeys("guestbook") }).Should(gomega.BeEmpty())
 	f.expectProblem("guestbook", ReasonClusterNotBoundToNamespace)
+	g.Consistently(func() types.UID { return f.waitForWork("guestbook", cluster).UID }, "1s").Should(gomega.Equal(work.UID))
+	f.setDecisions(decision, f.clusterName("elsewhere"), cluster)
+	g.Eventually(func() string { return f.condition("guestbook") }).Should(gomega.BeEmpty())
+	g.Expect(f.waitForWork("guestbook", cluster).UID).To(gomega.Equal(work.UID))
+}
+
+// A PlacementDecision that no Placement owns (written by hand) binds nothing.
+func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	g := f.g
+	cluster := f.createCluster("east", true)
+	forged := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
+		Name: "forged", Namespace: f.ns, Labels: map[string]string{clusterv1beta1.PlacementLabel: "forged"},
+	}}
+	f.create(forged)
+	f.setDecisions(forged, cluster)
+	f.create(f.application("guestbook", cluster))
+	f.expectProblem("guestbook", ReasonClusterNotBoundToNamespace)
+	g.Consistently(func() []string { return f.workKeys("guestbook") }).Should(gomega.BeEmpty())
+
+	f.bind(f.ns, cluster)
+	f.waitForWork("guestbook", cluster)
 }
 
 func TestEnvtestTenantGateOff(t *testing.T) {
@@ -286,12 +337,17 @@ func TestEnvtestDeletion(t *testing.T) {
 	t.Run("a push application keeps its Argo CD finalizer for the hub Argo CD", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.g
+		// Pulled, then turned into a push application: its work is kept, and goes with it.
 		app := f.application("push", cluster)
-		annotations := app.GetAnnotations()
-		delete(annotations, argoapp.AnnotationSkipReconcile)
-		app.SetAnnotations(annotations)
 		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
 		f.create(app)
+		f.waitForWork("push", cluster)
+		f.updateApp("push", func(app *unstructured.Unstructured) {
+			annotations := app.GetAnnotations()
+			delete(annotations, argoapp.AnnotationSkipReconcile)
+			app.SetAnnotations(annotations)
+		})
+		f.expectProblem("push", ReasonMissingSkipReconcile)
 		f.waitForWork("push", cluster)
 		g.Expect(f.c.Delete(f.ctx, f.getApp("push"))).To(gomega.Succeed())
 		g.Eventually(func() []string { return f.workKeys("push") }).Should(gomega.BeEmpty())
@@ -303,10 +359,10 @@ func TestEnvtestDeletion(t *testing.T) {
 	t.Run("an application deleted behind the controller's back", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.g
-		// A work whose hub application does not exist.
+		// A work of the manager whose hub application does not exist.
 		orphan := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
 			Name: "ghost-12345", Namespace: cluster,
-			Labels: map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"},
+			Labels: map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: f.opts.AddonName},
 			Annotations: map[string]string{
 				argoapp.AnnotationHubApplicationNamespace: f.ns,
 				argoapp.AnnotationHubApplicationName:      "ghost",
@@ -425,7 +481,9 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	g := f.g
 	cluster := f.readyCluster("east")
 	f.create(f.application("guestbook", cluster))
-	f.waitForWork("guestbook", cluster)
+	work := f.waitForWork("guestbook", cluster)
+	// The spoke Application ran an operation before: its state is the baseline.
+	f.setOperationFeedback(client.ObjectKeyFromObject(work), "Succeeded", "2026-01-01T00:00:00Z")
 
 	operation := map[string]any{
 		"sync":        map[string]any{"revision": "main", "prune": true},
@@ -438,14 +496,15 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 		app.SetAnnotations(annotations)
 	})
 
-	// Both reach the work's payload, and stay on the hub until the work is applied.
-	var work *workv1.ManifestWork
+	// Both reach the work's payload, which marks the operation's baseline, and stay on
+	// the hub until the work is applied.
 	g.Eventually(func() bool {
 		work = f.waitForWork("guestbook", cluster)
 		spoke := payload(t, work)
 		return spoke.GetAnnotations()[argoapp.AnnotationRefresh] == "hard" && spoke.Object["operation"] != nil
 	}).Should(gomega.BeTrue())
 	g.Expect(payload(t, work).Object["operation"]).To(gomega.Equal(operation))
+	g.Expect(work.Annotations).To(gomega.HaveKeyWithValue(argoapp.AnnotationOperationBaseline, "2026-01-01T00:00:00Z"))
 	g.Consistently(func() bool {
 		app := f.getApp("guestbook")
 		return app.GetAnnotations()[argoapp.AnnotationRefresh] == "hard" && app.Object["operation"] != nil
@@ -459,22 +518,37 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	g.Expect(f.c.Status().Update(f.ctx, stale)).To(gomega.Succeed())
 	g.Consistently(func() string { return f.getApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh] }, "1s").Should(gomega.Equal("hard"))
 
-	// It applies the current one: the hub app is cleared, and so is the payload.
+	// It applies the current one: the refresh has reached the spoke and leaves the hub
+	// app and the payload. The operation has not run yet: it stays on both.
 	f.markApplied(client.ObjectKeyFromObject(work))
 	g.Eventually(func() bool {
-		app := f.getApp("guestbook")
-		_, refresh := app.GetAnnotations()[argoapp.AnnotationRefresh]
-		_, op := app.Object["operation"]
-		return refresh || op
+		_, refresh := f.getApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh]
+		return refresh
 	}).Should(gomega.BeFalse())
 	g.Eventually(func() bool {
-		spoke := payload(t, f.waitForWork("guestbook", cluster))
-		_, refresh := spoke.GetAnnotations()[argoapp.AnnotationRefresh]
-		_, op := spoke.Object["operation"]
-		return refresh || op
+		_, refresh := payload(t, f.waitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefresh]
+		return refresh
+	}).Should(gomega.BeFalse())
+	hasOperation := func() bool { return f.getApp("guestbook").Object["operation"] != nil }
+	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before the spoke ran it")
+	g.Expect(payload(t, f.waitForWork("guestbook", cluster)).Object["operation"]).To(gomega.Equal(operation))
+
+	// The spoke starts it, and runs it: it stays while it runs.
+	key := client.ObjectKeyFromObject(work)
+	f.markApplied(key)
+	f.setOperationFeedback(key, "Running", "2026-01-01T00:10:00Z")
+	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub while the spoke ran it")
+
+	// It completes: the operation leaves the hub app, then the payload and its baseline.
+	f.setOperationFeedback(key, "Succeeded", "2026-01-01T00:10:00Z")
+	g.Eventually(hasOperation).Should(gomega.BeFalse())
+	g.Eventually(func() bool {
+		work := f.waitForWork("guestbook", cluster)
+		_, baseline := work.Annotations[argoapp.AnnotationOperationBaseline]
+		return payload(t, work).Object["operation"] != nil || baseline
 	}).Should(gomega.BeFalse())
 	g.Eventually(func() []string { return f.eventReasons(f.ns, "guestbook", corev1.EventTypeNormal) }).
-		Should(gomega.ContainElements(ReasonRefreshDelivered, ReasonOperationDelivered))
+		Should(gomega.ContainElements(ReasonRefreshDelivered, ReasonOperationCompleted))
 }
 
 // Point 8: pause.
@@ -597,7 +671,7 @@ func TestEnvtestBadInput(t *testing.T) {
 		})
 	}
 
-	t.Run("MissingSkipReconcile warns and still pulls", func(t *testing.T) {
+	t.Run("MissingSkipReconcile refuses until the annotation is set", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.g
 		app := f.application("push-too", cluster)
@@ -605,10 +679,14 @@ func TestEnvtestBadInput(t *testing.T) {
 		delete(annotations, argoapp.AnnotationSkipReconcile)
 		app.SetAnnotations(annotations)
 		f.create(app)
-		f.waitForWork("push-too", cluster)
+		f.expectProblem("push-too", ReasonMissingSkipReconcile)
 		g.Eventually(func() []string { return f.eventReasons(f.ns, "push-too", corev1.EventTypeWarning) }).
 			Should(gomega.ContainElement(ReasonMissingSkipReconcile))
-		g.Expect(f.condition("push-too")).To(gomega.BeEmpty())
+		g.Consistently(func() []string { return f.workKeys("push-too") }).Should(gomega.BeEmpty())
+
+		f.updateApp("push-too", func(app *unstructured.Unstructured) { setAnnotation(app, argoapp.AnnotationSkipReconcile, "true") })
+		f.waitForWork("push-too", cluster)
+		g.Eventually(func() string { return f.condition("push-too") }).Should(gomega.BeEmpty())
 	})
 
 	t.Run("broken input keeps the last good work, and the fix clears the condition", func(t *testing.T) {
@@ -740,7 +818,7 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 	project := argoapp.NewAppProject()
 	project.SetNamespace(f.opts.ArgoCDNamespace)
 	project.SetName("team-a")
-	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}}
+	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "sourceNamespaces": []any{f.ns}}
 	f.create(project)
 
 	app := f.application("guestbook", cluster)
@@ -764,7 +842,7 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(project), current); err != nil {
 			return err
 		}
-		current.Object["spec"] = map[string]any{"sourceRepos": []any{"https://git.example.com/apps.git"}}
+		current.Object["spec"] = map[string]any{"sourceRepos": []any{"https://git.example.com/apps.git"}, "sourceNamespaces": []any{f.ns}}
 		return f.c.Update(f.ctx, current)
 	}).Should(gomega.Succeed())
 	g.Eventually(projectRepos).Should(gomega.Equal([]any{"https://git.example.com/apps.git"}))

@@ -10,10 +10,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -32,25 +36,48 @@ const (
 	// ReasonMalformedLabel: the pull label does not parse as a boolean. The existing
 	// work, if any, is left as it is until the label says true or false.
 	ReasonMalformedLabel = "MalformedLabel"
-	// ReasonMissingSkipReconcile (a warning Event only): the pulled Application lacks
-	// skip-reconcile, so the hub Argo CD deploys it too. It is still pulled.
+	// ReasonMissingSkipReconcile: the Application asks to be pulled but lacks
+	// skip-reconcile, so the hub Argo CD would deploy it too, and fight the status
+	// mirror. It is not pulled; an existing work is left as it is.
 	ReasonMissingSkipReconcile = "MissingSkipReconcile"
+	// ReasonLocalClusterNotSupported: the target is the hub's own ManagedCluster, which
+	// the pull model excludes. No work; an existing one is left as it is.
+	ReasonLocalClusterNotSupported = "LocalClusterNotSupported"
+	// ReasonSpokeApplicationConflict: another hub Application already owns the
+	// Application this one would create on the managed cluster (same cluster, namespace
+	// and name). No work.
+	ReasonSpokeApplicationConflict = "SpokeApplicationConflict"
+	// ReasonAppProjectNotPermitted: the Application uses a hub AppProject whose
+	// spec.sourceNamespaces does not allow the Application's namespace, as the hub Argo
+	// CD itself would refuse. No work; an existing one is left as it is.
+	ReasonAppProjectNotPermitted = "AppProjectNotPermitted"
+
+	// The reasons below say that the cluster is not a target of the Application (any
+	// more). No new work is created; an existing work is kept for
+	// Options.OptOutGracePeriod, and deleted once the loss lasted that long.
+
 	// ReasonClusterNotFound: the target ManagedCluster does not exist, or is being
 	// deleted.
 	ReasonClusterNotFound = "ClusterNotFound"
 	// ReasonAddonNotEnabled: the target cluster has no ManagedClusterAddOn of the addon.
 	ReasonAddonNotEnabled = "AddonNotEnabled"
 	// ReasonClusterNotBoundToNamespace: the tenant gate is on, and no PlacementDecision
-	// in the Application's namespace selects the target cluster.
+	// of a Placement in the Application's namespace selects the target cluster.
 	ReasonClusterNotBoundToNamespace = "ClusterNotBoundToNamespace"
 )
+
+// LabelLocalCluster, set to "true" on a ManagedCluster, marks the hub's own cluster, as
+// ACM labels its local-cluster.
+const LabelLocalCluster = "local-cluster"
 
 // Reasons of the Normal Events that record what the controller did.
 const (
 	ReasonManifestWorkApplied = "ManifestWorkApplied"
 	ReasonManifestWorkDeleted = "ManifestWorkDeleted"
 	ReasonRefreshDelivered    = "RefreshDelivered"
-	ReasonOperationDelivered  = "OperationDelivered"
+	// ReasonOperationCompleted: the spoke Argo CD ran the operation of the hub
+	// Application, and the controller removed it from the hub Application.
+	ReasonOperationCompleted = "OperationCompleted"
 	// ReasonPropagationPaused: a change waits because propagation is paused.
 	ReasonPropagationPaused  = "PropagationPaused"
 	ReasonPropagationResumed = "PropagationResumed"
@@ -68,6 +95,8 @@ type reconciler struct {
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	opts      Options
+	// problems counts the Applications that are not propagated, by reason.
+	problems *problemTracker
 }
 
 // problem is bad input that keeps an Application from propagating: it is recorded on the
@@ -86,6 +115,9 @@ type outcome struct {
 	freeze bool
 	// problem, when set, is reported on the Application.
 	problem *problem
+	// recheckAfter, when set, reconciles the Application again after that long: the
+	// end of a grace period.
+	recheckAfter time.Duration
 }
 
 // Reconcile makes the ManifestWorks of one hub Application match it: at most one work,
@@ -95,7 +127,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.opts.watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
-	works, err := r.worksOf(ctx, req.NamespacedName)
+	works, foreign, err := r.worksOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -106,29 +138,43 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	app := argoapp.NewApplication()
 	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.problems.set(req.NamespacedName, "")
 			return ctrl.Result{}, r.cleanUpAfterDeletion(ctx, req.NamespacedName, works, paused)
 		}
 		return ctrl.Result{}, fmt.Errorf("get application %s: %w", req.NamespacedName, err)
 	}
 	if app.GetDeletionTimestamp() != nil {
-		return ctrl.Result{}, r.finalize(ctx, app, works, paused)
+		r.problems.set(req.NamespacedName, "")
+		return ctrl.Result{}, r.finalize(ctx, app, works, len(foreign) > 0, paused)
 	}
-	return ctrl.Result{}, r.propagate(ctx, app, works, paused)
+	return r.propagate(ctx, app, works, foreign, paused)
 }
 
 // propagate reconciles a live Application.
-func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, paused bool) error {
-	log := ctrl.LoggerFrom(ctx)
-	out, err := r.decide(ctx, app)
+func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructured, works, foreign []workv1.ManifestWork, paused bool) (ctrl.Result, error) {
+	out, err := r.decide(ctx, app, works, foreign)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if err := r.report(ctx, app, out.problem); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
+	reason := ""
+	if out.problem != nil {
+		reason = out.problem.reason
+	}
+	r.problems.set(client.ObjectKeyFromObject(app), reason)
+	result := ctrl.Result{RequeueAfter: out.recheckAfter}
 	if out.freeze {
-		return nil
+		return result, nil
 	}
+	return result, r.converge(ctx, app, works, out, paused)
+}
+
+// converge makes the works of a live Application match out: the work applied, the
+// others deleted.
+func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, out outcome, paused bool) error {
+	log := ctrl.LoggerFrom(ctx)
 
 	var current *workv1.ManifestWork
 	var stale []workv1.ManifestWork
@@ -142,6 +188,9 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	// A current work on its way out (the Application came back to a cluster it had just
 	// left) is recreated once it is gone: its deletion event reconciles again.
 	recreating := current != nil && current.DeletionTimestamp != nil
+	if out.work != nil {
+		keepOperationBaseline(out.work, current)
+	}
 	needsApply := out.work != nil && !recreating && (current == nil || !workUpToDate(current, out.work))
 	if needsApply {
 		// The cache may not have caught up with our last write yet: confirm with the
@@ -150,8 +199,14 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 		if err != nil {
 			return err
 		}
-		if live != nil && live.DeletionTimestamp == nil && workUpToDate(live, out.work) {
-			current, needsApply = live, false
+		if live != nil && live.DeletionTimestamp == nil {
+			// The operation's baseline comes from the freshest work: one taken from a
+			// lagging cache could postdate the spoke's start of the operation, which would
+			// then never count as started.
+			keepOperationBaseline(out.work, live)
+			if workUpToDate(live, out.work) {
+				current, needsApply = live, false
+			}
 		}
 	}
 	if paused {
@@ -168,7 +223,7 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	}
 
 	if out.work != nil {
-		if err := r.patchApplication(ctx, app, addFinalizer); err != nil {
+		if err := r.patchApplication(ctx, app, addCleanupFinalizer); err != nil {
 			return fmt.Errorf("add finalizer to application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
 		}
 		if needsApply {
@@ -197,50 +252,62 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	return nil
 }
 
-// decide works out what a live Application asks for.
-func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured) (outcome, error) {
+// decide works out what a live Application asks for, given its current works.
+//
+// Input that is wrong (a malformed label, a missing skip-reconcile, an unrenderable
+// spec, the hub's own cluster, a project the namespace may not use, a collision with
+// another Application) freezes the works: the last good work stays, since deleting it
+// would prune the managed cluster over a typo. A cluster that stops being a target is
+// given OptOutGracePeriod before its works go (see lostTarget). Only a deliberate
+// opt-out of the Application itself (its pull label false or removed) deletes at once.
+func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured, works, foreign []workv1.ManifestWork) (outcome, error) {
 	pull, err := argoapp.PullLabelValue(app.GetLabels())
 	if err != nil {
-		return outcome{freeze: true, problem: &problem{ReasonMalformedLabel,
-			err.Error() + "; the ManifestWorks of this application are left as they are until it is true or false"}}, nil
+		return refuse(ReasonMalformedLabel, err.Error()+"; the ManifestWorks of this application are left as they are until it is true or false"), nil
 	}
 	if !pull {
 		return outcome{}, nil
 	}
+	if len(foreign) > 0 {
+		return r.servedByAnother(foreign), nil
+	}
 	if app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster] != "" && !argoapp.IsReconcileSkipped(app.GetAnnotations()) {
-		ctrl.LoggerFrom(ctx).Info("pulled application lacks skip-reconcile; the hub Argo CD also deploys it")
-		r.recorder.Eventf(app, nil, corev1.EventTypeWarning, ReasonMissingSkipReconcile, eventAction,
-			"The application is pulled, but its annotation %s is not \"true\": the hub Argo CD deploys it as well (push model). Set it to pull only",
-			argoapp.AnnotationSkipReconcile)
+		return refuse(ReasonMissingSkipReconcile, fmt.Sprintf(
+			"the application asks to be pulled but its annotation %s is not \"true\": the hub Argo CD would deploy it as well (push model); set it to pull the application",
+			argoapp.AnnotationSkipReconcile)), nil
 	}
 
-	project, err := r.appProjectOf(ctx, app)
-	if err != nil {
-		return outcome{}, err
+	project, p, err := r.appProjectOf(ctx, app)
+	if err != nil || p != nil {
+		return outcome{freeze: p != nil, problem: p}, err
 	}
 	work, err := RenderManifestWork(app, RenderOptions{AppProject: project})
 	if err != nil {
 		var renderErr *RenderError
 		if errors.As(err, &renderErr) {
-			return outcome{freeze: true, problem: &problem{renderErr.Reason, renderErr.Error()}}, nil
+			return refuse(renderErr.Reason, renderErr.Error()), nil
 		}
 		return outcome{}, err
 	}
+	work.Labels = withEntry(work.Labels, argoapp.LabelAddon, r.opts.AddonName)
 
 	cluster := work.Namespace
 	managedCluster := &clusterv1.ManagedCluster{}
 	if err := r.client.Get(ctx, types.NamespacedName{Name: cluster}, managedCluster); client.IgnoreNotFound(err) != nil {
 		return outcome{}, fmt.Errorf("get managed cluster %s: %w", cluster, err)
+	} else if err == nil && r.isHubCluster(managedCluster) || cluster == r.opts.HubClusterName {
+		return refuse(ReasonLocalClusterNotSupported, fmt.Sprintf(
+			"cluster %q is the hub's own cluster, which the pull model does not target; the hub Argo CD deploys to it directly (push model)", cluster)), nil
 	} else if err != nil || managedCluster.DeletionTimestamp != nil {
-		return outcome{problem: &problem{ReasonClusterNotFound,
-			fmt.Sprintf("ManagedCluster %q does not exist or is being deleted", cluster)}}, nil
+		return r.lostTarget(app, cluster, works, ReasonClusterNotFound,
+			fmt.Sprintf("ManagedCluster %q does not exist or is being deleted", cluster)), nil
 	}
 	addon := &addonv1beta1.ManagedClusterAddOn{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon); client.IgnoreNotFound(err) != nil {
 		return outcome{}, fmt.Errorf("get managed cluster addon %s/%s: %w", cluster, r.opts.AddonName, err)
 	} else if err != nil || addon.DeletionTimestamp != nil {
-		return outcome{problem: &problem{ReasonAddonNotEnabled,
-			fmt.Sprintf("cluster %q has no ManagedClusterAddOn %q; enable the addon on the cluster", cluster, r.opts.AddonName)}}, nil
+		return r.lostTarget(app, cluster, works, ReasonAddonNotEnabled,
+			fmt.Sprintf("cluster %q has no ManagedClusterAddOn %q; enable the addon on the cluster", cluster, r.opts.AddonName)), nil
 	}
 	if r.opts.RequirePlacementBinding {
 		bound, err := r.boundToNamespace(ctx, app.GetNamespace(), cluster)
@@ -248,11 +315,67 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured)
 			return outcome{}, err
 		}
 		if !bound {
-			return outcome{problem: &problem{ReasonClusterNotBoundToNamespace,
-				fmt.Sprintf("no PlacementDecision in namespace %q selects cluster %q", app.GetNamespace(), cluster)}}, nil
+			return r.lostTarget(app, cluster, works, ReasonClusterNotBoundToNamespace,
+				fmt.Sprintf("no PlacementDecision of a Placement in namespace %q selects cluster %q", app.GetNamespace(), cluster)), nil
 		}
 	}
+	if owner, err := r.spokeApplicationOwner(ctx, app, work); err != nil {
+		return outcome{}, err
+	} else if owner != nil {
+		return conflict(works, work, owner), nil
+	}
 	return outcome{work: work}, nil
+}
+
+// refuse is the outcome of input that cannot be pulled: reported, with the works left as
+// they are.
+func refuse(reason, message string) outcome {
+	return outcome{freeze: true, problem: &problem{reason, message}}
+}
+
+// isHubCluster reports whether a ManagedCluster is the hub's own: named HubClusterName,
+// or labelled LabelLocalCluster "true".
+func (r *reconciler) isHubCluster(cluster *clusterv1.ManagedCluster) bool {
+	if cluster.Name == r.opts.HubClusterName {
+		return true
+	}
+	local, err := strconv.ParseBool(cluster.Labels[LabelLocalCluster])
+	return err == nil && local
+}
+
+// lostTarget is the outcome when the Application's cluster is not a target any more
+// (reason and message say why). Works it no longer has are not created; when it has a
+// work on that cluster, its works are kept until the loss has lasted OptOutGracePeriod, counted from the
+// lastTransitionTime of the OCMPropagationError condition that reports this reason, and
+// then deleted. The condition's message says until when.
+func (r *reconciler) lostTarget(app *unstructured.Unstructured, cluster string, works []workv1.ManifestWork, reason, message string) outcome {
+	grace := r.opts.OptOutGracePeriod
+	onTarget := slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.Namespace == cluster })
+	if !onTarget || grace == 0 {
+		// Nothing runs there to protect: works left on other clusters are stale by the
+		// user's own change of target, and go.
+		return outcome{problem: &problem{reason, message}}
+	}
+	if grace < 0 {
+		return refuse(reason, message+"; its ManifestWorks are kept until the cluster is a target again, or the application is deleted")
+	}
+	now := time.Now()
+	since := now
+	if current, at, found := argoapp.ConditionSince(app, argoapp.ConditionOCMPropagationError); found &&
+		strings.HasPrefix(current, reason+": ") && !at.IsZero() && !at.After(now) {
+		since = at
+	}
+	deadline := since.Add(grace)
+	if !now.Before(deadline) {
+		return outcome{problem: &problem{reason, fmt.Sprintf("%s since %s, longer than the opt-out grace period of %s; deleting its ManifestWorks",
+			message, since.UTC().Format(time.RFC3339), grace)}}
+	}
+	return outcome{
+		freeze: true,
+		problem: &problem{reason, fmt.Sprintf("%s; its ManifestWorks are kept until %s (opt-out grace period %s) and deleted then, unless the cluster is a target again",
+			message, deadline.UTC().Truncate(time.Second).Format(time.RFC3339), grace)},
+		recheckAfter: deadline.Sub(now) + time.Second,
+	}
 }
 
 // finalize deletes the works of an Application being deleted, and then releases it.
@@ -263,7 +386,11 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured)
 // finalizer goes, and so do the Argo CD finalizers of a pulled Application that the hub
 // Argo CD skips: they were meant for the spoke, and nobody else would remove them on
 // the hub. An Application that is not skipped keeps them for the hub Argo CD.
-func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, paused bool) error {
+//
+// When another controller also serves the Application (servedElsewhere), only the
+// manager's own works and finalizer go; the Argo CD finalizers are that controller's
+// business.
+func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, works []workv1.ManifestWork, servedElsewhere, paused bool) error {
 	log := ctrl.LoggerFrom(ctx)
 	ours := slices.Contains(app.GetFinalizers(), argoapp.FinalizerManifestWorkCleanup)
 	pulled, _ := argoapp.PullLabelValue(app.GetLabels())
@@ -281,7 +408,7 @@ func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructure
 		// Wait for the deletions to complete: each one is an event that reconciles again.
 		return r.deleteWorks(ctx, app, works)
 	}
-	releaseArgoCD := (ours || pulled) && argoapp.IsReconcileSkipped(app.GetAnnotations())
+	releaseArgoCD := (ours || pulled) && argoapp.IsReconcileSkipped(app.GetAnnotations()) && !servedElsewhere
 	var removed []string
 	err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
 		removed = nil
@@ -339,15 +466,6 @@ func (r *reconciler) liveWork(ctx context.Context, key types.NamespacedName) (*w
 	return work, nil
 }
 
-// worksOf returns the pulled ManifestWorks that point back to the Application key.
-func (r *reconciler) worksOf(ctx context.Context, key types.NamespacedName) ([]workv1.ManifestWork, error) {
-	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.MatchingFields{indexWorkByApplication: key.String()}); err != nil {
-		return nil, fmt.Errorf("list the ManifestWorks of application %s: %w", key, err)
-	}
-	return works.Items, nil
-}
-
 // paused reports whether the pause switch is on: the annotation
 // AnnotationPausePropagation on the ClusterManagementAddOn. See pauseState.
 func (r *reconciler) paused(ctx context.Context) (bool, error) {
@@ -363,23 +481,30 @@ func (r *reconciler) paused(ctx context.Context) (bool, error) {
 
 // appProjectOf returns the hub AppProject of an Application that uses another project
 // than "default", from the Argo CD namespace, or nil: then the work carries the
-// Application alone and the managed cluster must have the project.
-func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// Application alone and the managed cluster must have the project. An AppProject that
+// the Application's namespace may not use, as the hub Argo CD decides it
+// (spec.sourceNamespaces), is a problem: a tenant must not ship another team's project.
+func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstructured) (*unstructured.Unstructured, *problem, error) {
 	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
 	if project == "" || project == argoapp.DefaultProject {
-		return nil, nil
+		return nil, nil, nil
 	}
 	appProject := argoapp.NewAppProject()
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: project}, appProject)
 	if apierrors.IsNotFound(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("the hub has no AppProject of the application; the managed cluster must have it",
 			"project", project, "namespace", r.opts.ArgoCDNamespace)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get app project %s/%s: %w", r.opts.ArgoCDNamespace, project, err)
+		return nil, nil, fmt.Errorf("get app project %s/%s: %w", r.opts.ArgoCDNamespace, project, err)
 	}
-	return appProject, nil
+	if !argoapp.ProjectPermitsNamespace(appProject, app.GetNamespace(), r.opts.ArgoCDNamespace) {
+		return nil, &problem{ReasonAppProjectNotPermitted, fmt.Sprintf(
+			"AppProject %s/%s does not list namespace %q in spec.sourceNamespaces; the hub Argo CD would refuse the application, and its project is not shipped",
+			r.opts.ArgoCDNamespace, project, app.GetNamespace())}, nil
+	}
+	return appProject, nil, nil
 }
 
 // boundToNamespace reports whether a PlacementDecision in namespace selects cluster.
@@ -389,11 +514,27 @@ func (r *reconciler) boundToNamespace(ctx context.Context, namespace, cluster st
 		return false, fmt.Errorf("list the placement decisions of namespace %s: %w", namespace, err)
 	}
 	for i := range decisions.Items {
-		if slices.Contains(selectedClusters(&decisions.Items[i]), cluster) {
+		if ofPlacement(&decisions.Items[i]) && slices.Contains(selectedClusters(&decisions.Items[i]), cluster) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// ofPlacement reports whether a PlacementDecision is one that OCM's placement controller
+// writes for a Placement: its controller owner is a Placement, and its placement label
+// names it. A decision that someone wrote by hand binds nothing: the Placement, not its
+// decision, is what a ManagedClusterSetBinding allows in the namespace.
+func ofPlacement(decision *clusterv1beta1.PlacementDecision) bool {
+	owner := metav1.GetControllerOf(decision)
+	if owner == nil || owner.Kind != "Placement" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	if err != nil || gv.Group != clusterv1beta1.GroupName {
+		return false
+	}
+	return decision.Labels[clusterv1beta1.PlacementLabel] == owner.Name
 }
 
 // pauseState reads the pause annotation: paused when it parses as true. A value that

@@ -246,16 +246,12 @@ func (f *fixture) disableAddon(cluster string) {
 	})).To(gomega.Succeed())
 }
 
-// bind creates a PlacementDecision in namespace that selects clusters, and returns its
-// name.
+// bind creates a Placement in namespace and its PlacementDecision, as OCM's placement
+// controller writes it, that selects clusters; it returns the name of the decision.
 func (f *fixture) bind(namespace string, clusters ...string) string {
 	f.t.Helper()
-	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
-		Name: "placement-" + randomID(), Namespace: namespace,
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "placement"},
-	}}
-	f.g.Expect(f.c.Create(f.ctx, decision)).To(gomega.Succeed())
-	f.setDecisions(decision, clusters...)
+	decision, err := testenv.CreatePlacementDecision(f.ctx, f.c, namespace, "placement-"+randomID(), 1, clusters...)
+	f.g.Expect(err).NotTo(gomega.HaveOccurred())
 	return decision.Name
 }
 
@@ -432,10 +428,43 @@ func (f *fixture) markApplied(key types.NamespacedName) {
 		if err := f.c.Get(f.ctx, key, work); err != nil {
 			return err
 		}
-		meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
-			Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
-			Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
-		})
+		setApplied(work)
+		return f.c.Status().Update(f.ctx, work)
+	}).Should(gomega.Succeed())
+}
+
+// setApplied sets the Applied condition of work for its current generation, as the
+// work agent does once it applied the work.
+func setApplied(work *workv1.ManifestWork) {
+	meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
+		Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
+		Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
+	})
+}
+
+// setOperationFeedback sets the operation state of the spoke Application in the status
+// feedback of a work, as the work agent reports it, and marks the work applied.
+func (f *fixture) setOperationFeedback(key types.NamespacedName, phase, startedAt string) {
+	f.t.Helper()
+	f.g.Eventually(func() error {
+		work := &workv1.ManifestWork{}
+		if err := f.c.Get(f.ctx, key, work); err != nil {
+			return err
+		}
+		setApplied(work)
+		value := func(name, s string) workv1.FeedbackValue {
+			return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(s)}}
+		}
+		work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+			ResourceMeta: workv1.ManifestResourceMeta{
+				Group: argoapp.Group, Version: argoapp.ApplicationGVK.Version, Kind: argoapp.KindApplication,
+				Resource: argoapp.ResourceApplications, Name: work.Annotations[argoapp.AnnotationHubApplicationName],
+			},
+			StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+				value(argoapp.FeedbackOperationStatePhase, phase), value(argoapp.FeedbackOperationStateStartedAt, startedAt),
+			}},
+			Conditions: []metav1.Condition{},
+		}}
 		return f.c.Status().Update(f.ctx, work)
 	}).Should(gomega.Succeed())
 }

@@ -72,6 +72,9 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 		if !r.opts.watches(key.Namespace) {
 			continue
 		}
+		if addon, labelled := work.Labels[argoapp.LabelAddon]; labelled && addon != r.opts.AddonName && !r.opts.TakeOverForeignWorks {
+			continue // another install's work
+		}
 		app := argoapp.NewApplication()
 		err := r.client.Get(ctx, key, app)
 		switch {

@@ -25,9 +25,11 @@ import (
 var (
 	renderedWorkLabels = []string{
 		argoapp.LabelPullToOCMManagedCluster, argoapp.LabelApplicationSet, argoapp.LabelApplicationSetHash,
+		argoapp.LabelAddon,
 	}
 	renderedWorkAnnotations = []string{
 		argoapp.AnnotationHubApplicationNamespace, argoapp.AnnotationHubApplicationName, argoapp.AnnotationHostingApplicationSet,
+		argoapp.AnnotationOperationBaseline,
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 	if err := propagation.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	return appsv1alpha1.AddToScheme(scheme)
 }
 
@@ -158,7 +162,8 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	if intercept != nil {
 		c = intercept(c)
 	}
-	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{}}
+	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{},
+		served: &servedSchema{reader: mgr.GetAPIReader()}}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
@@ -181,6 +186,8 @@ type reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+	// served fits the reports to the CRD the hub serves.
+	served *servedSchema
 
 	mu sync.Mutex
 	// nextWrite is when each report may be written next, for WriteInterval.
@@ -228,7 +235,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	apps, err := r.clusterApps(ctx, req.NamespacedName)
+	apps, recheck, err := r.clusterApps(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -247,11 +254,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
-	statuses := RenderStatuses(req.Namespace, apps)
-	if exists && reportUpToDate(current, appSet, statuses) {
-		return ctrl.Result{}, nil
+	statuses, err := r.served.fit(ctx, RenderStatuses(req.Namespace, apps))
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	if exists && reportUpToDate(current, appSet, statuses) {
+		return ctrl.Result{RequeueAfter: recheck}, nil
+	}
+	if declared, err := r.served.fit(ctx, appsv1alpha1.AppConditions{LastUpdateTime: ptr.To(metav1.NewTime(time.Unix(1, 0)))}); err == nil && declared.LastUpdateTime != nil {
+		statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
 	// whatever else is on the report (labels, annotations of other writers) stays.
@@ -261,11 +273,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	start := time.Now()
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		r.served.forget() // the CRD may have changed
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
 	r.wrote(req.NamespacedName, time.Since(start), false)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // reportUpToDate reports whether the report already holds statuses, its ApplicationSet
@@ -299,24 +312,25 @@ func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Uns
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
-// feedback and agent report.
-func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) ([]ClusterApp, error) {
+// feedback and agent report. recheck, when positive, is when an app missing from its
+// agent's report is to be looked at again (observed.Observation.RecheckAfter).
+func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, err error) {
 	apps := argoapp.NewApplicationList()
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report.
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
 		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list the Applications of %s: %w", appSet, err)
+		return nil, 0, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}
 	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
+		return nil, 0, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
 	}
 	worksByName := map[types.NamespacedName]*workv1.ManifestWork{}
 	for i := range works.Items {
 		worksByName[client.ObjectKeyFromObject(&works.Items[i])] = &works.Items[i]
 	}
 	addons := map[string]*addonv1beta1.ManagedClusterAddOn{}
-	var out []ClusterApp
+	now := time.Now()
 	for i := range apps.Items {
 		app := &apps.Items[i]
 		if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
@@ -333,26 +347,27 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			addon = &addonv1beta1.ManagedClusterAddOn{}
 			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon, client.UnsafeDisableDeepCopy); err != nil {
 				if !apierrors.IsNotFound(err) {
-					return nil, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
+					return nil, 0, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
 				}
 				addon = nil
 			}
 			addons[cluster] = addon
 		}
-		var agentApp *clusterreport.App
-		var rejection *observed.Rejection
-		if work != nil && addon != nil {
-			// The Event of a rejection is recorded by the addon watch.
-			agentApp, rejection = r.opts.Reports.Find(addon, workName, client.ObjectKeyFromObject(app))
+		// The Event of a rejection is recorded by the addon watch, that of an absence by
+		// the status mirror, on the hub Application.
+		obs := r.opts.Reports.Observe(addon, work, client.ObjectKeyFromObject(app), now)
+		if obs.RecheckAfter > 0 && (recheck == 0 || obs.RecheckAfter < recheck) {
+			recheck = obs.RecheckAfter
 		}
 		out = append(out, ClusterApp{
 			Cluster: cluster, HubApp: app.GetName(), ManifestWork: workName,
-			State:    observed.Merge(observed.FeedbackOf(work), agentApp),
-			Stale:    observed.StalenessOf(addon),
-			Rejected: rejection,
+			State:       observed.Merge(observed.FeedbackOf(work), obs.App),
+			Stale:       observed.StalenessOf(addon),
+			Rejected:    obs.Rejection,
+			NotReported: obs.Absence,
 		})
 	}
-	return out, nil
+	return out, recheck, nil
 }
 
 func (r *reconciler) watches(namespace string) bool {
@@ -412,7 +427,8 @@ func mapWork(_ context.Context, work client.Object) []reconcile.Request {
 
 // addonHandler enqueues the reports that a change of a cluster's ManagedClusterAddOn
 // affects: every report with an app on the cluster when the addon appears, goes or
-// changes availability or crosses the size budget; else those whose apps' entries in the agent's report changed.
+// changes in a way that concerns all its apps (observed.ClusterWideChange); else those
+// whose apps' entries in the agent's report changed.
 // It records an invalid agent report as a Warning Event, once per version.
 func (r *reconciler) addonHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -436,8 +452,7 @@ func (r *reconciler) addonHandler() handler.EventHandler {
 				return
 			}
 			r.checkReport(ctx, addon)
-			if observed.AvailabilityChanged(old.Status.Conditions, addon.Status.Conditions) ||
-				observed.OverBudgetChanged(old.Status.Conditions, addon.Status.Conditions) {
+			if observed.ClusterWideChange(old.Status.Conditions, addon.Status.Conditions) {
 				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -171,6 +173,7 @@ func TestReportController(t *testing.T) {
 			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
 			Labels: map[string]string{
 				argoapp.LabelPullToOCMManagedCluster: "true",
+				argoapp.LabelAddon:                   propagation.DefaultAddonName,
 				argoapp.LabelApplicationSet:          "true",
 				argoapp.LabelApplicationSetHash:      argoapp.ApplicationSetHash(appsNamespace, appSetName),
 			},
@@ -338,10 +341,21 @@ func TestReportController(t *testing.T) {
 				Conditions: []appsv1alpha1.Condition{{Type: "SyncError", Message: clusterreport.TruncateMessage(firstError, MaxConditionMessageBytes)}},
 			}))
 			for _, cluster := range []string{"cluster2", "cluster3"} {
-				g.Expect(entry(g, r, cluster)).To(gomega.Equal(appsv1alpha1.ClusterCondition{
+				e := entry(g, r, cluster)
+				var notes []appsv1alpha1.Condition
+				e.Conditions, notes = nil, e.Conditions
+				g.Expect(e).To(gomega.Equal(appsv1alpha1.ClusterCondition{
 					Cluster: cluster, App: appField(cluster), SyncStatus: "Synced", HealthStatus: "Progressing", SyncRevision: "sha1",
 					OperationStatePhase: "Running", OperationStateStartedAt: "2026-01-01T00:00:00Z",
 				}))
+				if cluster == "cluster2" {
+					g.Expect(notes).To(gomega.BeEmpty())
+					continue
+				}
+				// cluster3's work is applied, its agent reports, but not this app.
+				g.Expect(notes).To(gomega.HaveLen(1))
+				g.Expect(notes[0].Type).To(gomega.Equal(observed.ConditionNotReported))
+				g.Expect(notes[0].Message).To(gomega.HavePrefix("The agent of cluster cluster3 reports applications, but not this one (argocd/guestbook-cluster3, delivered by ManifestWork " + works["cluster3"].Name + ")"))
 			}
 			// The union; cluster1's Service failed to deploy, cluster2's did not.
 			g.Expect(r.Statuses.Resources).To(gomega.Equal([]appsv1alpha1.ResourceRef{
@@ -466,6 +480,34 @@ func TestReportController(t *testing.T) {
 		}).Should(gomega.Succeed())
 	})
 
+	t.Run("an app delivered to a namespace its agent does not watch, then watched", func(t *testing.T) {
+		g := newG(t)
+		g.Expect(entry(g, getReport(g), "cluster3").Conditions).To(gomega.BeEmpty(), "reported again since the previous step")
+		// cluster2's agent watches openshift-gitops only; the app went to argocd.
+		enc, err := clusterreport.Encode(clusterreport.Report{Scope: &clusterreport.Scope{WatchNamespaces: []string{"openshift-gitops"}}})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		scope := enc.Conditions[slices.IndexFunc(enc.Conditions, func(c metav1.Condition) bool { return c.Type == clusterreport.ConditionReportScope })]
+		setAgentReport("cluster2", nil, metav1.ConditionTrue, "", scope)
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			e := entry(g, r, "cluster2")
+			g.Expect(e.Conditions).To(gomega.HaveLen(1))
+			g.Expect(e.Conditions[0].Type).To(gomega.Equal(observed.ConditionNotReported))
+			g.Expect(e.Conditions[0].Message).To(gomega.HavePrefix(
+				"The agent of cluster cluster2 watches the namespaces [openshift-gitops]; this application was delivered to namespace argocd"))
+			g.Expect(e.SyncStatus).To(gomega.Equal("Synced"), "the feedback stays")
+			// cluster2's Deployment is gone from the union.
+			g.Expect(r.Statuses.Resources).NotTo(gomega.ContainElement(ref("apps/v1", "Deployment", "guestbook-ui")))
+		}).Should(gomega.Succeed())
+		// Back to the report of the previous steps: the entry and its resources come back.
+		setAgentReport("cluster2", cluster2Report(cluster2Resources), metav1.ConditionTrue, "")
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			g.Expect(entry(g, r, "cluster2").Conditions).To(gomega.BeEmpty())
+			g.Expect(r.Statuses.Resources).To(gomega.ContainElement(ref("apps/v1", "Deployment", "guestbook-ui")))
+		}).Should(gomega.Succeed())
+	})
+
 	t.Run("zero writes while nothing changes", func(t *testing.T) {
 		g := newG(t)
 		// The previous step's final state is rendered; the reconciles it triggered are done
@@ -536,6 +578,43 @@ func TestReportController(t *testing.T) {
 			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
 	})
 
+	t.Run("on a CRD that declares only the documented fields (ACM's), the report still applies, exact", func(t *testing.T) {
+		g := newG(t)
+		crds, err := client.New(env.Config, client.Options{Scheme: scheme})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Eventually(func() error {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := crds.Get(ctx, types.NamespacedName{Name: ReportCRDName}, crd); err != nil {
+				return err
+			}
+			for i := range crd.Spec.Versions {
+				crd.Spec.Versions[i].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: documentedReportSchema()}
+			}
+			return crds.Update(ctx, crd)
+		}).Should(gomega.Succeed())
+		// The apiserver serves the new schema once it prunes what it does not declare.
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.LastUpdateTime).To(gomega.BeNil())
+		}).Should(gomega.Succeed())
+
+		setFeedback("cluster2", feedback{"Healthy", "Synced", "Succeeded"}, "documented")
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			g.Expect(entry(g, r, "cluster2").HealthStatus).To(gomega.Equal("Healthy"))
+			g.Expect(r.Statuses.Summary.Healthy).To(gomega.Equal("2"))
+			g.Expect(r.Statuses.Summary.Stale).To(gomega.BeEmpty())
+			g.Expect(r.Statuses.LastUpdateTime).To(gomega.BeNil())
+		}).Should(gomega.Succeed())
+		// Settled: the fitted report is up to date, not rewritten for fields it cannot hold.
+		g.Eventually(func(g gomega.Gomega) {
+			n := writes.Load()
+			time.Sleep(500 * time.Millisecond)
+			g.Expect(writes.Load()).To(gomega.Equal(n))
+		}).Should(gomega.Succeed())
+		before := writes.Load()
+		g.Consistently(func() int64 { return writes.Load() }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+	})
+
 	t.Run("deleted when the ApplicationSet has no pulled apps anymore", func(t *testing.T) {
 		g := newG(t)
 		// One app leaves the pull model: its entry goes.
@@ -566,4 +645,31 @@ func TestReportController(t *testing.T) {
 			return apierrors.IsNotFound(c.Get(ctx, reportKey, &appsv1alpha1.MulticlusterApplicationSetReport{}))
 		}, 500*time.Millisecond, 100*time.Millisecond).Should(gomega.BeTrue())
 	})
+}
+
+// documentedReportSchema is the schema of a MulticlusterApplicationSetReport that
+// declares only the fields of the pull-model reference, as Red Hat ACM's CRD does.
+func documentedReportSchema() *apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	object := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	}
+	list := func(item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}}
+	}
+	schema := object(map[string]apiextensionsv1.JSONSchemaProps{
+		"apiVersion": str, "kind": str, "metadata": {Type: "object"},
+		"statuses": object(map[string]apiextensionsv1.JSONSchemaProps{
+			"resources": list(object(map[string]apiextensionsv1.JSONSchemaProps{"apiVersion": str, "kind": str, "name": str, "namespace": str})),
+			"clusterConditions": list(object(map[string]apiextensionsv1.JSONSchemaProps{
+				"cluster": str, "app": str, "syncStatus": str, "healthStatus": str, "syncRevision": str,
+				"operationStatePhase": str, "operationStateStartedAt": str,
+				"conditions": list(object(map[string]apiextensionsv1.JSONSchemaProps{"type": str, "message": str})),
+			})),
+			"summary": object(map[string]apiextensionsv1.JSONSchemaProps{
+				"clusters": str, "synced": str, "notSynced": str, "healthy": str, "notHealthy": str, "inProgress": str,
+			}),
+		}),
+	})
+	return &schema
 }

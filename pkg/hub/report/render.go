@@ -52,6 +52,9 @@ type ClusterApp struct {
 	// Rejected is non-nil when the cluster's latest report of the app could not be
 	// decoded; State then holds the last good one.
 	Rejected *observed.Rejection
+	// NotReported is non-nil when the agent's report has no entry for the app although
+	// its work is applied; State then holds the feedback only.
+	NotReported *observed.Absence
 }
 
 // AppField returns the `app` field of a cluster entry:
@@ -130,6 +133,10 @@ func clusterCondition(appSetNamespace string, a ClusterApp) appsv1alpha1.Cluster
 	if a.Rejected != nil {
 		invalid := a.Rejected.Condition(a.Cluster)
 		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: invalid.Type, Message: invalid.Message})
+	}
+	if a.NotReported != nil {
+		absent := a.NotReported.Condition()
+		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: absent.Type, Message: absent.Message})
 	}
 	return c
 }

@@ -159,3 +159,20 @@ func TestHostingApplicationSetLabelValue(t *testing.T) {
 		}
 	}
 }
+
+func TestNotReportedIsMarked(t *testing.T) {
+	got := RenderStatuses("ns", []ClusterApp{
+		{Cluster: "a", HubApp: "x", ManifestWork: "x-1", State: state("OutOfSync", "Degraded"),
+			NotReported: &observed.Absence{Reason: observed.ReasonNamespaceNotWatched, Cluster: "a", Addon: "argocd-pull",
+				Namespace: "openshift-gitops", Name: "x", ManifestWork: "x-1", WatchNamespaces: []string{"argocd"}}},
+		{Cluster: "b", HubApp: "y", ManifestWork: "y-1", State: state("Synced", "Healthy")},
+	})
+	a, b := got.ClusterConditions[0], got.ClusterConditions[1]
+	if a.SyncStatus != "OutOfSync" || len(a.Conditions) != 1 || a.Conditions[0].Type != observed.ConditionNotReported ||
+		!strings.HasPrefix(a.Conditions[0].Message, "The agent of cluster a watches the namespaces [argocd]; this application was delivered to namespace openshift-gitops") {
+		t.Errorf("entry of an app its agent does not see = %+v", a)
+	}
+	if len(b.Conditions) != 0 {
+		t.Errorf("another cluster's entry = %+v", b)
+	}
+}
