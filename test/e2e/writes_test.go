@@ -214,6 +214,28 @@ func (h *history) WritesByObject(keep func(*unstructured.Unstructured) bool) map
 	return out
 }
 
+// WritesByObjectPerWindow counts the recorded writes of each object that keep selects, as
+// WritesByObject, in the windows that starts open: element i counts the writes from
+// starts[i] to starts[i+1] (the last window runs to now), element 0 also those before it.
+func (h *history) WritesByObjectPerWindow(keep func(*unstructured.Unstructured) bool, starts []time.Time) map[string][]int {
+	out := map[string][]int{}
+	for _, v := range h.Versions(keep) {
+		key := objectKey(v.Object)
+		if out[key] == nil {
+			out[key] = make([]int, len(starts))
+		}
+		if v.Type == "" {
+			continue
+		}
+		i := 0
+		for i+1 < len(starts) && !v.At.Before(starts[i+1]) {
+			i++
+		}
+		out[key][i]++
+	}
+	return out
+}
+
 // objectKey names an object and its incarnation.
 func objectKey(u *unstructured.Unstructured) string {
 	return types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}.String() + " " + string(u.GetUID())
