@@ -88,9 +88,13 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 			Subjects:   []rbacv1.Subject{sa},
 		},
 	)
+	// The addon framework's lease updater gets, creates and updates the Lease named for
+	// the addon; create cannot be limited by name.
 	objs = append(objs, roleWithBinding(roleName, v.InstallNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+			ResourceNames: []string{v.AddonName}, Verbs: []string{"get", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"},
 			Verbs: []string{"create", "patch", "update"}},
 	)...)
