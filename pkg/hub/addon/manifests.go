@@ -70,6 +70,12 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		})
 	}
 	objs = append(objs,
+		// What the klusterlet's work agent needs to apply the pulled works: it applies
+		// with the admin ClusterRole plus every ClusterRole labelled aggregate-to-work, and
+		// Argo CD aggregates nothing to admin. So a stock cluster forbids it Applications
+		// and AppProjects until this ClusterRole, delivered and removed with the agent,
+		// grants them.
+		workAgentClusterRole(v.AddonName),
 		&corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.InstallNamespace},
@@ -88,9 +94,13 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 			Subjects:   []rbacv1.Subject{sa},
 		},
 	)
+	// The addon framework's lease updater gets, creates and updates the Lease named for
+	// the addon; create cannot be limited by name.
 	objs = append(objs, roleWithBinding(roleName, v.InstallNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+			ResourceNames: []string{v.AddonName}, Verbs: []string{"get", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"},
 			Verbs: []string{"create", "patch", "update"}},
 	)...)
@@ -228,4 +238,31 @@ func customise(pod *corev1.PodSpec, container *corev1.Container, deployment stri
 		}
 	}
 	return nil
+}
+
+// LabelAggregateToWork aggregates a ClusterRole into the permissions that the klusterlet's
+// work agent applies ManifestWorks with (the ocm module's
+// manifests/klusterlet/managed/klusterlet-work-clusterrole-execution.yaml).
+const LabelAggregateToWork = "open-cluster-management.io/aggregate-to-work"
+
+// WorkAgentClusterRoleName names the ClusterRole of workAgentClusterRole.
+func WorkAgentClusterRoleName(addonName string) string {
+	return "open-cluster-management:" + addonName + ":work-applications"
+}
+
+// workAgentClusterRole lets the work agent apply, watch (status feedback) and delete the
+// Argo CD Applications and AppProjects of the pulled works.
+func workAgentClusterRole(addonName string) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   WorkAgentClusterRoleName(addonName),
+			Labels: map[string]string{LabelAggregateToWork: "true"},
+		},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"argoproj.io"},
+			Resources: []string{"applications", "appprojects"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
 }

@@ -1,6 +1,7 @@
 package addon
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -78,10 +79,46 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 		t.Errorf("Application roles in %v, want argocd and team-a", appNamespaces)
 	}
 	for _, cr := range find[*rbacv1.ClusterRole](objs) {
+		if cr.Name == WorkAgentClusterRoleName("argocd-pull") {
+			// The work agent's, not the agent's: see TestWorkAgentClusterRole.
+			continue
+		}
 		for _, rule := range cr.Rules {
 			if !slices.Equal(rule.ResourceNames, []string{"applications.argoproj.io"}) {
 				t.Errorf("cluster-wide rule %v is not limited to the Application CRD", rule)
 			}
+		}
+	}
+}
+
+// The agent ships, for the klusterlet's work agent, a ClusterRole aggregated to its
+// execution role that covers Applications and AppProjects, and nothing else; it is bound
+// to nobody directly.
+func TestWorkAgentClusterRole(t *testing.T) {
+	objs, err := renderAgentManifests(values(DefaultInstallNamespace), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *rbacv1.ClusterRole
+	for _, cr := range find[*rbacv1.ClusterRole](objs) {
+		if cr.Name == WorkAgentClusterRoleName("argocd-pull") {
+			role = cr
+		}
+	}
+	if role == nil {
+		t.Fatal("no ClusterRole for the work agent")
+	}
+	if role.Labels[LabelAggregateToWork] != "true" {
+		t.Errorf("labels = %v, want %s=true", role.Labels, LabelAggregateToWork)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("rules = %v, want %v", role.Rules, want)
+	}
+	for _, b := range find[*rbacv1.ClusterRoleBinding](objs) {
+		if b.RoleRef.Name == role.Name {
+			t.Errorf("ClusterRoleBinding %s binds the work agent's role directly; aggregation does", b.Name)
 		}
 	}
 }
