@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ArgoCDNamespace is where Argo CD runs, on the hub and on every managed cluster.
@@ -83,9 +84,17 @@ func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bo
 	if err != nil {
 		return err
 	}
-	objs, err := DecodeYAML(data)
+	all, err := DecodeYAML(data)
 	if err != nil {
 		return err
+	}
+	// The fleet runs Argo CD's components as processes: their Deployments and StatefulSet
+	// are left out, so that no workload controller makes Pods of them as well.
+	var objs []*unstructured.Unstructured
+	for _, obj := range all {
+		if kind := obj.GetKind(); kind != "Deployment" && kind != "StatefulSet" {
+			objs = append(objs, obj)
+		}
 	}
 	if err := applier.Apply(ctx, ArgoCDNamespace, objs...); err != nil {
 		return err
@@ -194,7 +203,10 @@ func startArgoCDHub(ctx context.Context, sup *supervisor, bin string, cp *Contro
 		Env: argoEnv(dir, kc, "argocd-applicationset-controller"),
 		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace,
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[0]), "--probe-addr=127.0.0.1:" + strconv.Itoa(ports[1]),
-			"--webhook-addr=127.0.0.1:" + strconv.Itoa(ports[2]), "--logformat=text"},
+			"--webhook-addr=127.0.0.1:" + strconv.Itoa(ports[2]), "--logformat=text",
+			// RollingSync ApplicationSets (progressive syncs) work, as with the
+			// ARGOCD_APPLICATIONSET_CONTROLLER_ENABLE_PROGRESSIVE_SYNCS of argocd-cmd-params-cm.
+			"--enable-progressive-syncs"},
 	})
 	return err
 }
