@@ -38,6 +38,8 @@ spec:
   clusterResourceWhitelist: [{group: '*', kind: '*'}]
 `
 
+// argoHubSetup is applied on a hub without the addon: with it, the chart installs the
+// same objects (applicationSet.placementGenerator), as a user's install does.
 const argoHubSetup = `
 apiVersion: v1
 kind: ConfigMap
@@ -72,7 +74,7 @@ const tokenTTL = 7 * 24 * time.Hour
 
 // installArgoCD applies Argo CD's core install (CRDs, service accounts, RBAC, config) to
 // the cluster, in the argocd namespace.
-func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bool) error {
+func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub, addon bool) error {
 	if err := ensureNamespaces(ctx, cp.Kube, ArgoCDNamespace); err != nil {
 		return err
 	}
@@ -106,7 +108,7 @@ func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bo
 	if err := applier.ApplyYAML(ctx, ArgoCDNamespace, fmt.Appendf(nil, argoSetup, key)); err != nil {
 		return err
 	}
-	if hub {
+	if hub && !addon {
 		return applier.ApplyYAML(ctx, ArgoCDNamespace, []byte(argoHubSetup))
 	}
 	return nil

@@ -219,7 +219,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 }
 
 func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string, ...any)) error {
-	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true); err != nil {
+	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true, opts.Addon); err != nil {
 		return fmt.Errorf("Argo CD on the hub: %w", err)
 	}
 	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
@@ -227,7 +227,7 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	}
 	step("Argo CD ApplicationSet controller running on the hub")
 	for _, mc := range f.Clusters {
-		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false); err != nil {
+		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
 			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
 		}
 		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
