@@ -10,9 +10,9 @@ SHELL := /usr/bin/env bash
 BIN_DIR    := $(CURDIR)/bin
 FLEET_DIR  ?= .fleet
 CLUSTERS   ?= cluster1,cluster2
-TOOL_SETS  := etcd k8s ocm argocd helm clusteradm controller-gen
+TOOL_SETS  := etcd k8s ocm argocd kwok helm clusteradm controller-gen
 # The tools the fleet runs; helm and clusteradm are for the install-path e2e tests.
-FLEET_TOOLS := etcd k8s ocm argocd
+FLEET_TOOLS := etcd k8s ocm argocd kwok
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one pinned tool set from its wrapper module in hack/tools/<set> into bin/.
 #
-#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, helm, clusteradm, controller-gen
+#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, kwok, helm, clusteradm, controller-gen
 #
 # Each set is its own Go module, so its pins never reach the product's go.mod. The build is
 # skipped when bin/.<set>.pin holds the hash of the set's go.mod, go.sum and this script, and
@@ -22,7 +22,8 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k
 case $set_name in
   k8s)
     targets=(kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
-             kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager)
+             kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+             kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler)
     ldflags=$k8s_ldflags ;;
   etcd)
     targets=(etcd=go.etcd.io/etcd/server/v3)
@@ -37,6 +38,9 @@ case $set_name in
   argocd)
     targets=(argocd=github.com/argoproj/argo-cd/v3/cmd)
     ldflags="-s -w -X github.com/argoproj/argo-cd/v3/common.version=3.2.11" ;;
+  kwok)
+    targets=(kwok=sigs.k8s.io/kwok/cmd/kwok)
+    ldflags="-s -w" ;;
   helm)
     targets=(helm=helm.sh/helm/v3/cmd/helm)
     ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=v3.19.5" ;;

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // scope says where a permission is needed: every namespace (a ClusterRole), the Argo CD
@@ -103,17 +104,24 @@ func grantedBy(t *testing.T, s scope, rules []rbacv1.PolicyRule) []permission {
 	return out
 }
 
-// rendered returns the permissions that the chart's Roles and ClusterRoles grant, by scope.
+// rendered returns the permissions that the chart's Roles and ClusterRoles grant the
+// manager's ServiceAccount, by scope.
 func renderedPermissions(t *testing.T, set ...string) []permission {
 	t.Helper()
 	objs := render(t, set...)
+	bound := boundRoles(t, objs, "ServiceAccount", managerName, namespace)
 	var granted []permission
 	for key, obj := range find(objs, "ClusterRole") {
-		granted = append(granted, grantedBy(t, cluster, convert[rbacv1.ClusterRole](t, obj).Rules)...)
+		if bound["ClusterRole/"+obj.GetName()] {
+			granted = append(granted, grantedBy(t, cluster, convert[rbacv1.ClusterRole](t, obj).Rules)...)
+		}
 		_ = key
 	}
 	for key, obj := range find(objs, "Role") {
 		role := convert[rbacv1.Role](t, obj)
+		if !bound[role.Namespace+"/Role/"+role.Name] {
+			continue
+		}
 		switch role.Namespace {
 		case argocdNS:
 			granted = append(granted, grantedBy(t, argocdScope, role.Rules)...)
@@ -124,6 +132,92 @@ func renderedPermissions(t *testing.T, set ...string) []permission {
 		}
 	}
 	return granted
+}
+
+// boundRoles returns the roles that the chart's bindings grant to the subject, as
+// "ClusterRole/<name>" and "<namespace>/Role/<name>".
+func boundRoles(t *testing.T, objs []*unstructured.Unstructured, kind, name, subjectNamespace string) map[string]bool {
+	t.Helper()
+	bound := map[string]bool{}
+	binds := func(subjects []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == kind && s.Name == name && s.Namespace == subjectNamespace
+		})
+	}
+	for _, obj := range find(objs, "ClusterRoleBinding") {
+		b := convert[rbacv1.ClusterRoleBinding](t, obj)
+		if binds(b.Subjects) {
+			bound["ClusterRole/"+b.RoleRef.Name] = true
+		}
+	}
+	for _, obj := range find(objs, "RoleBinding") {
+		b := convert[rbacv1.RoleBinding](t, obj)
+		if binds(b.Subjects) {
+			bound[b.Namespace+"/"+b.RoleRef.Kind+"/"+b.RoleRef.Name] = true
+		}
+	}
+	return bound
+}
+
+// TestApplicationSetPrerequisites: the ApplicationSet controller may read the
+// PlacementDecisions of each ApplicationSet namespace, and nothing else; each namespace
+// gets the placement generator ConfigMap; and both can be turned off.
+func TestApplicationSetPrerequisites(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		set        []string
+		namespaces []string
+	}{
+		{"default: the Argo CD namespace", nil, []string{argocdNS}},
+		{"two namespaces", []string{"applicationSet.placementGenerator.namespaces={team-a,team-b}"}, []string{"team-a", "team-b"}},
+		{"off", []string{"applicationSet.placementGenerator.enabled=false"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.set...)
+			var configMaps []string
+			for _, obj := range find(objs, "ConfigMap") {
+				if obj.GetName() != "ocm-placement-generator" {
+					continue
+				}
+				configMaps = append(configMaps, obj.GetNamespace())
+				data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
+				want := map[string]string{"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "placementdecisions",
+					"statusListKey": "decisions", "matchKey": "clusterName"}
+				if !reflect.DeepEqual(data, want) {
+					t.Errorf("ConfigMap %s/%s data = %v, want %v", obj.GetNamespace(), obj.GetName(), data, want)
+				}
+			}
+			slices.Sort(configMaps)
+			if !slices.Equal(configMaps, tc.namespaces) {
+				t.Errorf("placement generator ConfigMaps in %v, want %v", configMaps, tc.namespaces)
+			}
+			bound := boundRoles(t, objs, "ServiceAccount", "argocd-applicationset-controller", argocdNS)
+			var granted []string
+			for _, obj := range find(objs, "Role") {
+				role := convert[rbacv1.Role](t, obj)
+				if !bound[role.Namespace+"/Role/"+role.Name] {
+					continue
+				}
+				for _, p := range grantedBy(t, scope(role.Namespace), role.Rules) {
+					granted = append(granted, p.String())
+				}
+			}
+			if len(bound) != len(tc.namespaces) {
+				t.Errorf("the ApplicationSet controller is bound to %v, want one Role in each of %v", bound, tc.namespaces)
+			}
+			var want []string
+			for _, ns := range tc.namespaces {
+				for _, verb := range []string{"get", "list", "watch"} {
+					want = append(want, permission{scope: scope(ns), group: "cluster.open-cluster-management.io", resource: "placementdecisions", verb: verb}.String())
+				}
+			}
+			slices.Sort(granted)
+			slices.Sort(want)
+			if !slices.Equal(granted, want) {
+				t.Errorf("the ApplicationSet controller may %v, want %v", granted, want)
+			}
+		})
+	}
 }
 
 // TestRBACGrantsOnlyWhatIsNeeded: every permission the chart grants is one the manager

@@ -88,7 +88,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 			}
 			report = app
 			return app.Sync.Status + "/" + app.Sync.Revision + "/" + app.Health.Status, nil
-		}).Should(Equal("Synced/" + head + "/Progressing"))
+		}).Should(Equal("Synced/" + head + "/Healthy"))
 		Expect(report.HubName).To(Equal(enabled.Name + "-addon-guestbook"))
 		Expect(report.ManifestWork).To(Equal("addon-guestbook"))
 		var kinds []string

@@ -41,7 +41,7 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func(ctx SpecContext) {
 	bin, err := filepath.Abs(*binDir)
 	Expect(err).NotTo(HaveOccurred())
-	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "registration-operator", "addon", "argocd",
+	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "registration-operator", "addon", "argocd",
 		"clusteradm", "helm", "manager", "agent"} {
 		_, err := os.Stat(filepath.Join(bin, tool))
 		Expect(err).NotTo(HaveOccurred(), "missing %s in %s: run `make tools build`", tool, bin)

@@ -161,7 +161,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 				return "not reported", err
 			}
 			return reported.Sync.Status + "/" + reported.Sync.Revision + "/" + reported.Health.Status, nil
-		}).Should(Equal("Synced/" + head + "/Progressing"))
+		}).Should(Equal("Synced/" + head + "/Healthy"))
 		reportRecovered := time.Since(start)
 
 		By("neither the manager nor the agent restarted")

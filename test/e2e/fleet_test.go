@@ -103,7 +103,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 				rev, _, _ := unstructured.NestedString(got.Object, "status", "sync", "revision")
 				health, _, _ := unstructured.NestedString(got.Object, "status", "health", "status")
 				return fmt.Sprintf("%s/%s/%s", sync, rev, health), nil
-			}).Should(Equal("Synced/"+head+"/Progressing"), "Application on %s (no kubelet: the Deployment stays Progressing)", mc.Name)
+			}).Should(Equal("Synced/"+head+"/Healthy"), "Application on %s (its Pods scheduled onto KWOK Nodes and Ready)", mc.Name)
 
 			_, err = mc.Kube.AppsV1().Deployments(fleet.GuestbookNamespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred(), "Argo CD deployed the guestbook Deployment on %s", mc.Name)
@@ -118,7 +118,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 				sync, _ := fleet.FeedbackValue(got, 0, "syncStatus")
 				health, _ := fleet.FeedbackValue(got, 0, "healthStatus")
 				return sync + "/" + health, nil
-			}).Should(Equal("Synced/Progressing"), "work feedback on the hub for %s", mc.Name)
+			}).Should(Equal("Synced/Healthy"), "work feedback on the hub for %s", mc.Name)
 		}
 	})
 

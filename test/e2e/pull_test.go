@@ -271,7 +271,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 				}
 			}
 			return "no entry for " + target.Name, nil
-		}).Should(Equal("Synced/Progressing/" + head))
+		}).Should(Equal("Synced/Healthy/" + head))
 		Expect(report.Labels).To(HaveKeyWithValue("apps.open-cluster-management.io/hosting-applicationset", fleet.ArgoCDNamespace+".pull-appset"))
 		Expect(report.OwnerReferences).To(ContainElement(HaveField("Kind", "ApplicationSet")))
 		Expect(report.Statuses.ClusterConditions).To(ContainElement(HaveField("App",
@@ -292,7 +292,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 				return "", err
 			}
 			return fmt.Sprintf("%s/%s/%s/%d resources", st.Sync.Status, strings.Join(st.Sync.Revisions, ","), st.Health.Status, len(st.Resources)), nil
-		}).Should(Equal("Synced/" + head + "/Progressing/2 resources"))
+		}).Should(Equal("Synced/" + head + "/Healthy/2 resources"))
 
 		By("deleting the ApplicationSet removes its apps, works and deployed resources, and the report")
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ArgoCDNamespace is where Argo CD runs, on the hub and on every managed cluster.
@@ -37,6 +38,8 @@ spec:
   clusterResourceWhitelist: [{group: '*', kind: '*'}]
 `
 
+// argoHubSetup is applied on a hub without the addon: with it, the chart installs the
+// same objects (applicationSet.placementGenerator), as a user's install does.
 const argoHubSetup = `
 apiVersion: v1
 kind: ConfigMap
@@ -71,7 +74,7 @@ const tokenTTL = 7 * 24 * time.Hour
 
 // installArgoCD applies Argo CD's core install (CRDs, service accounts, RBAC, config) to
 // the cluster, in the argocd namespace.
-func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bool) error {
+func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub, addon bool) error {
 	if err := ensureNamespaces(ctx, cp.Kube, ArgoCDNamespace); err != nil {
 		return err
 	}
@@ -83,9 +86,17 @@ func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bo
 	if err != nil {
 		return err
 	}
-	objs, err := DecodeYAML(data)
+	all, err := DecodeYAML(data)
 	if err != nil {
 		return err
+	}
+	// The fleet runs Argo CD's components as processes: their Deployments and StatefulSet
+	// are left out, so that no workload controller makes Pods of them as well.
+	var objs []*unstructured.Unstructured
+	for _, obj := range all {
+		if kind := obj.GetKind(); kind != "Deployment" && kind != "StatefulSet" {
+			objs = append(objs, obj)
+		}
 	}
 	if err := applier.Apply(ctx, ArgoCDNamespace, objs...); err != nil {
 		return err
@@ -97,7 +108,7 @@ func installArgoCD(ctx context.Context, cp *ControlPlane, argoDir string, hub bo
 	if err := applier.ApplyYAML(ctx, ArgoCDNamespace, fmt.Appendf(nil, argoSetup, key)); err != nil {
 		return err
 	}
-	if hub {
+	if hub && !addon {
 		return applier.ApplyYAML(ctx, ArgoCDNamespace, []byte(argoHubSetup))
 	}
 	return nil
@@ -194,7 +205,10 @@ func startArgoCDHub(ctx context.Context, sup *supervisor, bin string, cp *Contro
 		Env: argoEnv(dir, kc, "argocd-applicationset-controller"),
 		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace,
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[0]), "--probe-addr=127.0.0.1:" + strconv.Itoa(ports[1]),
-			"--webhook-addr=127.0.0.1:" + strconv.Itoa(ports[2]), "--logformat=text"},
+			"--webhook-addr=127.0.0.1:" + strconv.Itoa(ports[2]), "--logformat=text",
+			// RollingSync ApplicationSets (progressive syncs) work, as with the
+			// ARGOCD_APPLICATIONSET_CONTROLLER_ENABLE_PROGRESSIVE_SYNCS of argocd-cmd-params-cm.
+			"--enable-progressive-syncs"},
 	})
 	return err
 }

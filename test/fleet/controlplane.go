@@ -22,7 +22,7 @@ import (
 const serviceAccountIssuer = "https://kubernetes.default.svc"
 
 // ControlPlane is one cluster's etcd, kube-apiserver and kube-controller-manager, each a
-// process on loopback.
+// process on loopback; on a managed cluster also kube-scheduler and KWOK (startWorkloads).
 type ControlPlane struct {
 	Name       string
 	Dir        string // <run dir>/<name>
@@ -46,8 +46,21 @@ func (cp *ControlPlane) CAFile() string { return filepath.Join(cp.pkiDir, "ca.cr
 
 func (cp *ControlPlane) pki(name string) string { return filepath.Join(cp.pkiDir, name) }
 
+// baseControllers are the kube-controller-manager controllers every cluster runs: the
+// ones a real control plane runs and envtest lacks (garbage collection, namespace deletion,
+// CSR signing with the cluster CA, service-account plumbing).
+const baseControllers = "garbagecollector,namespace,csrsigning,csrcleaner,serviceaccount,serviceaccount-token,root-ca-cert-publisher,clusterrole-aggregation"
+
+// workloadControllers are the ones that turn workloads into Pods and Pods into endpoints,
+// for a cluster that runs Pods (see startWorkloads). nodelifecycle lifts the not-ready
+// taint that the apiserver puts on a new Node once the Node is Ready, and watches the
+// Nodes' leases.
+const workloadControllers = "deployment,replicaset,statefulset,daemonset,job,cronjob,ttl-after-finished,replicationcontroller," +
+	"endpoint,endpointslice,endpointslicemirroring,disruption,podgc,nodelifecycle"
+
 // startControlPlane starts the three processes and returns once the apiserver is ready.
-func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name string) (*ControlPlane, error) {
+// With workloads, kube-controller-manager also runs the workloadControllers.
+func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name string, workloads bool) (*ControlPlane, error) {
 	cp := &ControlPlane{Name: name, Dir: filepath.Join(runDir, name), sup: sup}
 	cp.pkiDir = filepath.Join(cp.Dir, "pki")
 	if err := cp.writePKI(); err != nil {
@@ -116,11 +129,20 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 		return nil, err
 	}
 
-	// The controllers a real control plane runs and envtest lacks: garbage collection,
-	// namespace deletion, CSR signing with the cluster CA, and service-account plumbing.
+	// kube-controller-manager runs as kubeadm sets it up: as system:kube-controller-manager,
+	// each controller with the token of its own service account in kube-system, so that
+	// the bootstrap RBAC of each (system:controller:<name>) is what it may do.
+	controllers := baseControllers
+	if workloads {
+		controllers += "," + workloadControllers
+	}
+	kcmKubeconfig := cp.pki("kube-controller-manager.kubeconfig")
+	if err := cp.writeClientKubeconfig(kcmKubeconfig, "system:kube-controller-manager"); err != nil {
+		return nil, err
+	}
 	if _, err := sup.start(processSpec{Name: name + "-kube-controller-manager", Path: filepath.Join(bin, "kube-controller-manager"), Args: []string{
-		"--kubeconfig=" + cp.Kubeconfig,
-		"--controllers=garbagecollector,namespace,csrsigning,csrcleaner,serviceaccount,serviceaccount-token,root-ca-cert-publisher,clusterrole-aggregation",
+		"--kubeconfig=" + kcmKubeconfig, "--use-service-account-credentials",
+		"--controllers=" + controllers,
 		"--cluster-signing-cert-file=" + cp.CAFile(), "--cluster-signing-key-file=" + cp.pki("ca.key"),
 		"--service-account-private-key-file=" + cp.pki("sa.key"), "--root-ca-file=" + cp.CAFile(),
 		"--leader-elect=false", "--secure-port=0",

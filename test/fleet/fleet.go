@@ -56,6 +56,7 @@ type Options struct {
 type ModuleDirs struct {
 	OCM    string // open-cluster-management.io/ocm: hub and klusterlet CRDs
 	ArgoCD string // github.com/argoproj/argo-cd/v3: Argo CD's core install
+	KWOK   string // sigs.k8s.io/kwok: the RBAC of the kwok controller
 }
 
 // ResolveModuleDirs asks the go command where the pinned tool modules of hack/tools live,
@@ -69,7 +70,11 @@ func ResolveModuleDirs(repoRoot string) (ModuleDirs, error) {
 	if err != nil {
 		return ModuleDirs{}, err
 	}
-	return ModuleDirs{OCM: ocm, ArgoCD: argo}, nil
+	kwok, err := moduleDir(filepath.Join(repoRoot, "hack/tools/kwok"), "sigs.k8s.io/kwok")
+	if err != nil {
+		return ModuleDirs{}, err
+	}
+	return ModuleDirs{OCM: ocm, ArgoCD: argo, KWOK: kwok}, nil
 }
 
 func moduleDir(modDir, module string) (string, error) {
@@ -144,12 +149,24 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 	g, gctx := errgroup.WithContext(ctx)
 	for i, name := range names {
 		g.Go(func() error {
-			cp, err := startControlPlane(gctx, f.sup, opts.BinDir, dir, name)
+			// Managed clusters run Pods; the hub runs only the control plane, and the
+			// addon's manager as a process (Options.Addon).
+			workloads := name != HubName
+			cp, err := startControlPlane(gctx, f.sup, opts.BinDir, dir, name, workloads)
 			if err != nil {
 				return fmt.Errorf("control plane %s: %w", name, err)
 			}
+			if !workloads {
+				step("control plane %s ready at %s (etcd, kube-apiserver, kube-controller-manager)", name, cp.URL)
+				planes[i] = cp
+				return nil
+			}
+			if err := startWorkloads(gctx, f.sup, opts.BinDir, cp, opts.Modules.KWOK); err != nil {
+				return fmt.Errorf("workloads on %s: %w", name, err)
+			}
 			planes[i] = cp
-			step("control plane %s ready at %s (etcd, kube-apiserver, kube-controller-manager)", name, cp.URL)
+			step("control plane %s ready at %s (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with %d Nodes)",
+				name, cp.URL, KWOKNodes)
 			return nil
 		})
 	}
@@ -202,7 +219,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 }
 
 func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string, ...any)) error {
-	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true); err != nil {
+	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true, opts.Addon); err != nil {
 		return fmt.Errorf("Argo CD on the hub: %w", err)
 	}
 	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
@@ -210,7 +227,7 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	}
 	step("Argo CD ApplicationSet controller running on the hub")
 	for _, mc := range f.Clusters {
-		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false); err != nil {
+		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
 			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
 		}
 		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
@@ -258,7 +275,8 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 	f.cancel = cancel
 	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector, pods: map[string]*runningPod{}}}
 	for _, mc := range f.Clusters {
-		runners = append(runners, &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector, pods: map[string]*runningPod{}})
+		runners = append(runners, &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector,
+			kubelet: true, pods: map[string]*runningPod{}})
 	}
 	f.pods = runners
 	for _, r := range runners {

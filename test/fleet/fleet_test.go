@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -223,5 +224,46 @@ func TestEnvValueResolvesResourceFieldRef(t *testing.T) {
 	}
 	if _, err := envValue(c, corev1.EnvVar{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}); err == nil {
 		t.Error("envValue accepted a secretKeyRef the fleet cannot resolve")
+	}
+}
+
+func TestSetPodStatusReportsTheProcessAsAKubeletWould(t *testing.T) {
+	now := metav1.Now()
+	bound := func() *corev1.Pod {
+		return &corev1.Pod{
+			Spec: corev1.PodSpec{NodeName: "kwok-node-0", Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			}},
+		}
+	}
+	pod := bound()
+	if !setPodStatus(pod, true, now) {
+		t.Fatal("a Pending pod whose process runs was not changed")
+	}
+	if pod.Status.Phase != corev1.PodRunning || podCondition(pod, corev1.PodReady) != corev1.ConditionTrue ||
+		podCondition(pod, corev1.ContainersReady) != corev1.ConditionTrue || podCondition(pod, corev1.PodScheduled) != corev1.ConditionTrue {
+		t.Errorf("running: phase %s, conditions %v; want Running, Ready, and PodScheduled kept", pod.Status.Phase, pod.Status.Conditions)
+	}
+	if len(pod.Status.ContainerStatuses) != 1 || !pod.Status.ContainerStatuses[0].Ready || pod.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("container statuses %v, want agent ready and running", pod.Status.ContainerStatuses)
+	}
+	if setPodStatus(pod, true, now) {
+		t.Error("a Running, Ready pod was changed again: a write with no change")
+	}
+
+	if !setPodStatus(pod, false, now) {
+		t.Fatal("a Ready pod whose process exited was not changed")
+	}
+	if pod.Status.Phase != corev1.PodPending || podCondition(pod, corev1.PodReady) != corev1.ConditionFalse {
+		t.Errorf("exited: phase %s, conditions %v; want Pending, not Ready", pod.Status.Phase, pod.Status.Conditions)
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Message != "containers with unready status: [agent]" {
+			t.Errorf("Ready message %q, want the kubelet's", c.Message)
+		}
+	}
+	if n := len(pod.Status.Conditions); n != 4 {
+		t.Errorf("%d conditions, want Initialized, ContainersReady, Ready and PodScheduled once each: %v", n, pod.Status.Conditions)
 	}
 }

@@ -11,8 +11,9 @@ import (
 // GuestbookPath is the folder of the guestbook app inside the fleet's git repository.
 const GuestbookPath = "guestbook"
 
-// GuestbookDeployment is the guestbook's Deployment as committed first. No kubelet runs its
-// Pods, so Argo CD reports it as Progressing.
+// GuestbookDeployment is the guestbook's Deployment as committed first. Its Pod is
+// scheduled onto a KWOK Node and becomes Ready within seconds, so Argo CD reports it
+// Progressing, then Healthy.
 const GuestbookDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata:

@@ -30,6 +30,9 @@ type podRunner struct {
 	sup      *supervisor
 	bin      string
 	selector string // label selector of the Deployments to run
+	// kubelet: the cluster runs Pods (startWorkloads), and this runner reports the status
+	// of the Pods of its Deployments, which KWOK leaves alone.
+	kubelet bool
 
 	mu   sync.Mutex
 	pods map[string]*runningPod // namespace/name -> pod
@@ -72,6 +75,11 @@ func (r *podRunner) reconcile(ctx context.Context) error {
 		want[key] = true
 		if err := r.ensure(ctx, key, d); err != nil {
 			fmt.Fprintf(os.Stderr, "fleet: pod %s on %s: %v\n", key, r.cp.Name, err)
+		}
+		if r.kubelet {
+			if err := r.reportPods(ctx, key, d); err != nil {
+				fmt.Fprintf(os.Stderr, "fleet: status of the pods of %s on %s: %v\n", key, r.cp.Name, err)
+			}
 		}
 	}
 	r.mu.Lock()
@@ -159,6 +167,98 @@ func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment
 	r.pods[key] = &runningPod{proc: proc, spec: spec}
 	r.mu.Unlock()
 	return nil
+}
+
+// reportPods does for the Deployment's Pods what their kubelet would. KWOK does not start
+// the addon's Pods (see kwokConfig): the process this runner runs for the Deployment is
+// what runs, so a bound Pod of the Deployment is Running and Ready while that process
+// runs, and Pending while it does not (not started yet, or exited and about to restart).
+// The Deployment's available replicas tell the truth about the process, and nothing else
+// pretends to run it.
+func (r *podRunner) reportPods(ctx context.Context, key string, d *appsv1.Deployment) error {
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	pods, err := r.cp.Kube.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	pod, started := r.pods[key]
+	r.mu.Unlock()
+	running := started
+	if started {
+		exited, _ := pod.proc.Exited()
+		running = !exited
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || !setPodStatus(p, running, metav1.Now()) {
+			continue
+		}
+		_, err := r.cp.Kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// setPodStatus sets the status a kubelet gives a bound Pod whose containers run (phase
+// Running, Ready) or do not run yet (phase Pending, not Ready, ContainerCreating). It
+// returns false, and changes nothing, when the Pod shows that already.
+func setPodStatus(pod *corev1.Pod, running bool, now metav1.Time) bool {
+	phase, ready := corev1.PodPending, corev1.ConditionFalse
+	if running {
+		phase, ready = corev1.PodRunning, corev1.ConditionTrue
+	}
+	if pod.Status.Phase == phase && podCondition(pod, corev1.PodReady) == ready {
+		return false
+	}
+	var names []string
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	conditions := []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	for _, t := range []corev1.PodConditionType{corev1.ContainersReady, corev1.PodReady} {
+		c := corev1.PodCondition{Type: t, Status: ready, LastTransitionTime: now}
+		if !running {
+			c.Reason, c.Message = "ContainersNotReady", fmt.Sprintf("containers with unready status: %v", names)
+		}
+		conditions = append(conditions, c)
+	}
+	// Conditions set by others (PodScheduled, by the scheduler) stay.
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodInitialized && c.Type != corev1.ContainersReady && c.Type != corev1.PodReady {
+			conditions = append(conditions, c)
+		}
+	}
+	pod.Status.Conditions = conditions
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		status := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: running, Started: &running}
+		if running {
+			status.State.Running = &corev1.ContainerStateRunning{StartedAt: now}
+		} else {
+			status.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, status)
+	}
+	pod.Status.Phase = phase
+	if pod.Status.StartTime == nil {
+		pod.Status.StartTime = &now
+	}
+	return true
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // writeSecretVolume writes each key of the secret as a file, as a secret volume does, and

@@ -112,6 +112,12 @@ spec:
 // annotations, multi-source, with the resources finalizer, deploying the guestbook of
 // repoURL to namespace. Its Applications are called <cluster>-<app>.
 func GuestbookApplicationSetYAML(name, app, placement, repoURL, namespace string) []byte {
+	return PulledApplicationSetYAML(name, app, placement, repoURL, GuestbookPath, namespace)
+}
+
+// PulledApplicationSetYAML is GuestbookApplicationSetYAML for the app at path in the
+// repository.
+func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string) []byte {
 	return fmt.Appendf(nil, `
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
@@ -135,10 +141,10 @@ spec:
     spec:
       project: default
       sources:
-      - {repoURL: '%[3]s', targetRevision: main, path: guestbook}
+      - {repoURL: '%[3]s', targetRevision: main, path: '%[6]s'}
       destination: {server: https://kubernetes.default.svc, namespace: %[4]s}
       syncPolicy:
         automated: {}
         syncOptions: [CreateNamespace=true]
-`, name, placement, repoURL, namespace, app)
+`, name, placement, repoURL, namespace, app, path)
 }

@@ -120,7 +120,7 @@ func demo(args []string) error {
 		}
 	}
 
-	phase("Each cluster's Argo CD syncs its Application; the agents report back; the hub shows it")
+	phase("Each cluster's Argo CD syncs its Application, its Pods run and become Ready; the agents report back; the hub shows it")
 	for _, mc := range f.Clusters {
 		app := mc.Name + "-" + demoApp
 		var last string
@@ -134,18 +134,19 @@ func demo(args []string) error {
 				return false, err
 			}
 			last = fmt.Sprintf("sync %s, health %s, %d resources", st.Sync.Status, st.Health.Status, len(st.Resources))
-			return st.Sync.Status == "Synced" && len(st.Resources) > 0, nil
+			return st.Sync.Status == "Synced" && st.Health.Status == "Healthy" && len(st.Resources) > 0, nil
 		}); err != nil {
 			return fmt.Errorf("hub Application %s (last: %s): %w", app, last, err)
 		}
-		fmt.Printf("   hub Application %s: %s (no kubelet runs Pods: health stays Progressing)\n", app, last)
+		fmt.Printf("   hub Application %s: %s\n", app, last)
 	}
 	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		out, err := run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport",
-			demoAppSet, "-o", "jsonpath={.statuses.summary.synced}")
-		return err == nil && string(out) == fmt.Sprint(len(f.Clusters)), nil
+			demoAppSet, "-o", "jsonpath={.statuses.summary.synced}/{.statuses.summary.healthy}")
+		n := fmt.Sprint(len(f.Clusters))
+		return err == nil && string(out) == n+"/"+n, nil
 	}); err != nil {
-		return fmt.Errorf("the report does not count every cluster synced: %w", err)
+		return fmt.Errorf("the report does not count every cluster synced and healthy: %w", err)
 	}
 
 	phase("kubectl get appsetreport -n argocd -o yaml")
