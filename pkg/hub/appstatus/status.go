@@ -109,9 +109,19 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		if _, ok := op["operation"].(map[string]any); !ok {
 			op["operation"] = map[string]any{} // required by the CRD; the spoke has the details
 		}
+		startedChanged := op["startedAt"] != s.OperationStart
 		op["phase"] = s.OperationPhase
 		op["startedAt"] = s.OperationStart
 		setOrDelete(op, "message", s.OperationMsg)
+		// finishedAt: the status feedback does not carry the spoke's, so a final phase
+		// gets the time the hub learnt it, once per operation. Argo CD's CLI (app wait,
+		// app sync) takes an operation without finishedAt for one still running.
+		switch {
+		case !operationFinished(s.OperationPhase):
+			delete(op, "finishedAt")
+		case startedChanged || op["finishedAt"] == nil:
+			op["finishedAt"] = now.UTC().Format(time.RFC3339)
+		}
 	}
 
 	if !s.Reported {
@@ -273,4 +283,9 @@ func setOrDelete(m map[string]any, key, value string) {
 func healthOf(app *unstructured.Unstructured) string {
 	h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 	return cmp.Or(h, "")
+}
+
+// operationFinished reports whether an Argo CD operation phase is final.
+func operationFinished(phase string) bool {
+	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
 }

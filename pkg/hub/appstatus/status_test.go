@@ -123,3 +123,32 @@ func TestApplyStatusNotReported(t *testing.T) {
 		t.Errorf("conditions %v, want the agent's SyncError only", conditions)
 	}
 }
+
+// A final operation phase gets finishedAt once, at the time the hub learnt it; a new
+// operation clears it until it finishes.
+func TestApplyStatusOperationFinishedAt(t *testing.T) {
+	app := argoapp.NewApplication()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	finishedAt := func() string {
+		s, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+		return s
+	}
+	op := func(phase, started string) Desired {
+		return Desired{State: observed.State{OperationPhase: phase, OperationStart: started}}
+	}
+	ApplyStatus(app, op("Running", "2026-05-01T11:59:00Z"), now)
+	if got := finishedAt(); got != "" {
+		t.Errorf("a running operation has finishedAt %q", got)
+	}
+	ApplyStatus(app, op("Succeeded", "2026-05-01T11:59:00Z"), now)
+	if got := finishedAt(); got != "2026-05-01T12:00:00Z" {
+		t.Errorf("finishedAt = %q, want the time the hub saw it finish", got)
+	}
+	if changed, _ := ApplyStatus(app, op("Succeeded", "2026-05-01T11:59:00Z"), now.Add(time.Minute)); changed || finishedAt() != "2026-05-01T12:00:00Z" {
+		t.Errorf("the same finished operation changed the status (%v) or its finishedAt (%q)", changed, finishedAt())
+	}
+	ApplyStatus(app, op("Running", "2026-05-01T12:05:00Z"), now.Add(5*time.Minute))
+	if got := finishedAt(); got != "" {
+		t.Errorf("a new running operation keeps finishedAt %q", got)
+	}
+}

@@ -136,7 +136,9 @@ func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.
 		return nil
 	}
 	ran, state := operationRan(work)
-	if !ran {
+	if !ran || !hubShowsOperation(app, state) {
+		// Not run yet, or run but the status mirror has not written its result on the
+		// hub Application yet: its write is an event that reconciles again.
 		return nil
 	}
 	removed, err := r.testAndRemove(ctx, app, "/operation", operation)
@@ -165,6 +167,18 @@ func operationRan(work *workv1.ManifestWork) (bool, observed.Feedback) {
 	state := observed.FeedbackOf(work)
 	started := state.OperationStateStartedAt != "" && state.OperationStateStartedAt != baseline
 	return started && operationCompleted(state.OperationStatePhase), state
+}
+
+// hubShowsOperation reports whether the hub Application's status.operationState, which
+// the status mirror writes from the same feedback, already shows the operation state:
+// the operation leaves the hub Application only with its result there, as Argo CD clears
+// .operation in the same write that records the final phase. A reader of the hub
+// Application (a RollingSync step, argocd app wait) never sees it gone while the status
+// still says Running.
+func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) bool {
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	startedAt, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
+	return phase == state.OperationStatePhase && startedAt == state.OperationStateStartedAt
 }
 
 // operationCompleted reports whether an Argo CD operation phase is final.

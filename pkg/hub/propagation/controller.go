@@ -558,7 +558,20 @@ func applicationInputsChanged(oldApp, newApp *unstructured.Unstructured) bool {
 		!equality.Semantic.DeepEqual(oldApp.GetDeletionTimestamp(), newApp.GetDeletionTimestamp()) ||
 		oldApp.GetUID() != newApp.GetUID() ||
 		!reflect.DeepEqual(oldApp.Object["spec"], newApp.Object["spec"]) ||
-		!reflect.DeepEqual(oldApp.Object["operation"], newApp.Object["operation"])
+		!reflect.DeepEqual(oldApp.Object["operation"], newApp.Object["operation"]) ||
+		operationResultMirrored(oldApp, newApp)
+}
+
+// operationResultMirrored reports whether the status mirror changed the operation state
+// of an Application that holds an operation: the operation may now leave it (see
+// hubShowsOperation).
+func operationResultMirrored(oldApp, newApp *unstructured.Unstructured) bool {
+	if newApp.Object["operation"] == nil {
+		return false
+	}
+	oldState, _, _ := unstructured.NestedMap(oldApp.Object, "status", "operationState")
+	newState, _, _ := unstructured.NestedMap(newApp.Object, "status", "operationState")
+	return oldState["phase"] != newState["phase"] || oldState["startedAt"] != newState["startedAt"]
 }
 
 // workChanged drops the updates of a ManifestWork that only refresh its status feedback:

@@ -539,8 +539,14 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	f.setOperationFeedback(key, "Running", "2026-01-01T00:10:00Z")
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub while the spoke ran it")
 
-	// It completes: the operation leaves the hub app, then the payload and its baseline.
+	// It completes: the operation stays until the hub app's status shows the result
+	// (the status mirror's write), then leaves the hub app, the payload and its baseline.
 	f.setOperationFeedback(key, "Succeeded", "2026-01-01T00:10:00Z")
+	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before its status showed the result")
+	f.updateApp("guestbook", func(app *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedMap(app.Object, map[string]any{"phase": "Succeeded", "startedAt": "2026-01-01T00:10:00Z", "operation": map[string]any{}},
+			"status", "operationState")).To(gomega.Succeed())
+	})
 	g.Eventually(hasOperation).Should(gomega.BeFalse())
 	g.Eventually(func() bool {
 		work := f.waitForWork("guestbook", cluster)
