@@ -132,9 +132,11 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 		progress = func(string) {}
 	}
 	f = &Fleet{Dir: dir, sup: &supervisor{dir: dir}}
+	// An error return (`return nil, err`) has set f to nil by the time this runs.
+	toStop := f
 	defer func() {
 		if err != nil {
-			f.Stop()
+			toStop.Stop()
 			f = nil
 		}
 	}()

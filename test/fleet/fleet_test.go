@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -265,5 +266,16 @@ func TestSetPodStatusReportsTheProcessAsAKubeletWould(t *testing.T) {
 	}
 	if n := len(pod.Status.Conditions); n != 4 {
 		t.Errorf("%d conditions, want Initialized, ContainersReady, Ready and PodScheduled once each: %v", n, pod.Status.Conditions)
+	}
+}
+
+func TestStartFailureStopsWhatStartedAndReturnsTheError(t *testing.T) {
+	// No binaries: the first process fails to start, in every control plane.
+	f, err := Start(context.Background(), Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: []string{"c1"}})
+	if err == nil || f != nil {
+		t.Fatalf("Start = %v, %v; want no fleet and an error", f, err)
+	}
+	if !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("error %q does not name what failed to start", err)
 	}
 }
