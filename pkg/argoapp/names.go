@@ -169,3 +169,9 @@ var (
 	AppProjectGVR     = GroupVersion.WithResource(ResourceAppProjects)
 	ApplicationSetGVR = GroupVersion.WithResource(ResourceApplicationSets)
 )
+
+// OperationCompleted reports whether an Argo CD operation phase is final: Succeeded,
+// Failed or Error (Running and Terminating are not).
+func OperationCompleted(phase string) bool {
+	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
+}

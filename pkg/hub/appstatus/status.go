@@ -117,7 +117,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		// gets the time the hub learnt it, once per operation. Argo CD's CLI (app wait,
 		// app sync) takes an operation without finishedAt for one still running.
 		switch {
-		case !operationFinished(s.OperationPhase):
+		case !argoapp.OperationCompleted(s.OperationPhase):
 			delete(op, "finishedAt")
 		case startedChanged || op["finishedAt"] == nil:
 			op["finishedAt"] = now.UTC().Format(time.RFC3339)
@@ -283,9 +283,4 @@ func setOrDelete(m map[string]any, key, value string) {
 func healthOf(app *unstructured.Unstructured) string {
 	h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 	return cmp.Or(h, "")
-}
-
-// operationFinished reports whether an Argo CD operation phase is final.
-func operationFinished(phase string) bool {
-	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
 }

@@ -166,7 +166,7 @@ func operationRan(work *workv1.ManifestWork) (bool, observed.Feedback) {
 	}
 	state := observed.FeedbackOf(work)
 	started := state.OperationStateStartedAt != "" && state.OperationStateStartedAt != baseline
-	return started && operationCompleted(state.OperationStatePhase), state
+	return started && argoapp.OperationCompleted(state.OperationStatePhase), state
 }
 
 // hubShowsOperation reports whether the hub Application's status.operationState, which
@@ -179,15 +179,6 @@ func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) 
 	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
 	startedAt, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
 	return phase == state.OperationStatePhase && startedAt == state.OperationStateStartedAt
-}
-
-// operationCompleted reports whether an Argo CD operation phase is final.
-func operationCompleted(phase string) bool {
-	switch phase {
-	case "Succeeded", "Failed", "Error":
-		return true
-	}
-	return false
 }
 
 // keepOperationBaseline sets AnnotationOperationBaseline on desired, a rendered work,

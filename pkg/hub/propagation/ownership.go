@@ -40,11 +40,13 @@ func (r *reconciler) worksOf(ctx context.Context, key types.NamespacedName) (our
 	}
 	for i := range works.Items {
 		work := &works.Items[i]
-		mine, err := r.madeByUs(ctx, work)
-		if err != nil {
-			return nil, nil, err
+		mine := r.opts.TakeOverForeignWorks
+		if !mine {
+			if mine, err = r.madeByUs(ctx, work); err != nil {
+				return nil, nil, err
+			}
 		}
-		if mine || r.opts.TakeOverForeignWorks {
+		if mine {
 			ours = append(ours, *work)
 		} else {
 			foreign = append(foreign, *work)

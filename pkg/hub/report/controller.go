@@ -254,15 +254,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
-	statuses, err := r.served.fit(ctx, RenderStatuses(req.Namespace, apps))
+	// The write time goes in before the fit: the served schema may not declare it.
+	rendered := RenderStatuses(req.Namespace, apps)
+	rendered.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	statuses, err := r.served.fit(ctx, rendered)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if exists && reportUpToDate(current, appSet, statuses) {
 		return ctrl.Result{RequeueAfter: recheck}, nil
-	}
-	if declared, err := r.served.fit(ctx, appsv1alpha1.AppConditions{LastUpdateTime: ptr.To(metav1.NewTime(time.Unix(1, 0)))}); err == nil && declared.LastUpdateTime != nil {
-		statuses.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
 	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
@@ -284,9 +284,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reportUpToDate reports whether the report already holds statuses, its ApplicationSet
 // label and its owner.
 func reportUpToDate(current *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) bool {
-	have := current.Statuses
-	have.LastUpdateTime = nil
-	return equality.Semantic.DeepEqual(have, statuses) &&
+	have, want := current.Statuses, statuses
+	have.LastUpdateTime, want.LastUpdateTime = nil, nil
+	return equality.Semantic.DeepEqual(have, want) &&
 		current.Labels[appsv1alpha1.LabelHostingApplicationSet] == HostingApplicationSetLabelValue(appSet.GetNamespace(), appSet.GetName()) &&
 		isOwnedBy(current, appSet)
 }

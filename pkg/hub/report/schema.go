@@ -22,7 +22,7 @@ import (
 )
 
 // ReportCRDName is the name of the MulticlusterApplicationSetReport CRD.
-const ReportCRDName = "multiclusterapplicationsetreports." + "apps.open-cluster-management.io"
+const ReportCRDName = "multiclusterapplicationsetreports.apps.open-cluster-management.io"
 
 // servedSchema holds the schema of the served report version, read once from the
 // apiserver and again after a write fails.
