@@ -30,9 +30,15 @@ const SliceFormatVersion = 1
 // Limits of the status channel. Nothing else is bounded: apps, resources, nodes and
 // conditions per app, and slices, are as many as there are.
 const (
-	// SliceTargetBytes is the size, in bytes of JSON of its app entries, up to which apps
-	// are added to a slice. It keeps each write of a slice small.
+	// SliceTargetBytes bounds a slice of several apps, in bytes of JSON of its app
+	// entries. It keeps each write of a slice small.
 	SliceTargetBytes = 128 * 1024
+
+	// SliceFillBytes is the size up to which apps are added to a slice: the room left up
+	// to SliceTargetBytes lets its apps grow (a resource that goes OutOfSync, a longer
+	// message) without moving one to another slice, so that one app's change rewrites
+	// one slice.
+	SliceFillBytes = 96 * 1024
 
 	// MaxSliceBytes bounds the app entries of one slice, in bytes of JSON. An app alone
 	// may exceed SliceTargetBytes up to this; beyond, it is cut (FitEntry) and marked.
@@ -372,8 +378,8 @@ func SliceName(addonName string, n int) string {
 // The assignment is stable, so that one app's change rewrites one slice: an app stays
 // in the slice that holds it; a slice whose apps grew past SliceTargetBytes keeps its
 // first apps, in key order, while they fit (always the first one) and hands the rest on;
-// apps without a slice go, in key order, to the first slice by name with room for them,
-// else to a new slice with the lowest free number. A slice of the hub that is not
+// apps without a slice go, in key order, to the first slice by name that stays within
+// SliceFillBytes with them, else to a new slice with the lowest free number. A slice of the hub that is not
 // returned is to be deleted. Slices are not repacked.
 func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus) []Slice {
 	byKey := make(map[string]statusv1alpha1.AppStatus, len(apps))
@@ -430,7 +436,7 @@ func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus
 	for _, key := range homeless {
 		placed := false
 		for _, p := range plans {
-			if len(p.keys) == 0 || p.bytes+size(key) <= SliceTargetBytes {
+			if len(p.keys) == 0 || p.bytes+size(key) <= SliceFillBytes {
 				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)
 				placed = true
 				break

@@ -91,20 +91,29 @@ func (a *agent) publish(ctx context.Context) error {
 		return fmt.Errorf("encode the report: %w", err)
 	}
 	desired := withTransitionTimes(encoding.Conditions, hub.conditions, metav1.NewTime(now))
-	if sameConditions(desired, hub.conditions) {
-		return nil
+	if !sameConditions(desired, hub.conditions) {
+		updated, err := a.applyConditions(ctx, desired)
+		if apierrors.IsNotFound(err) {
+			a.observeHubDeletion(nil)
+			return errAddonMissing
+		}
+		if err != nil {
+			return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+		}
+		a.recordHub(updated)
+		a.recordEvents(hub, desired, encoding)
+		a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
 	}
-	updated, err := a.applyConditions(ctx, desired)
-	if apierrors.IsNotFound(err) {
-		a.observeHubDeletion(nil)
-		return errAddonMissing
-	}
+
+	// The status channel: every app, complete, in bounded slices.
+	writes, err := a.publishSlices(ctx, apps, a.hubSnapshot().object, now)
 	if err != nil {
-		return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+		return err
 	}
-	a.recordHub(updated)
-	a.recordEvents(hub, desired, encoding)
-	a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
+	a.trees.retain(apps)
+	if writes != (sliceWrites{}) {
+		a.log.V(1).Info("published the status slices", "applications", len(apps), "applied", writes.applied, "deleted", writes.deleted)
+	}
 	return nil
 }
 

@@ -153,6 +153,7 @@ func TestDefaults(t *testing.T) {
 		"ClusterRoleBinding /" + managerName,
 		"ConfigMap " + argocdNS + "/ocm-placement-generator",
 		"CustomResourceDefinition /" + crdName,
+		"CustomResourceDefinition /applicationstatusslices.argocd-pull.open-cluster-management.io",
 		"Deployment " + namespace + "/" + managerName,
 		"Role " + argocdNS + "/" + managerName,
 		"Role " + namespace + "/" + managerName + "-leader-election",

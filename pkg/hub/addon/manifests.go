@@ -41,6 +41,15 @@ type agentValues struct {
 	// disconnected clusters in open-cluster-management.io/image-registries.
 	ClusterAnnotations map[string]string
 	WatchNamespaces    []string
+	// ArgoCDNamespace is the namespace of Argo CD's application-controller, whose Redis
+	// holds the apps' resource trees.
+	ArgoCDNamespace string
+}
+
+// argoCDRedisAddress is the address of Argo CD's Redis in its install: the Service
+// argocd-redis of its namespace.
+func argoCDRedisAddress(argoCDNamespace string) string {
+	return "argocd-redis." + argoCDNamespace + ".svc:6379"
 }
 
 // deploymentName is the name of the agent's Deployment and ServiceAccount on the spoke.
@@ -104,6 +113,11 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"},
 			Verbs: []string{"create", "patch", "update"}},
 	)...)
+	// The apps' resource trees: the password of Argo CD's Redis, and no other Secret.
+	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+			ResourceNames: []string{argoCDRedisSecret}, Verbs: []string{"get"}},
+	)...)
 	for _, ns := range v.WatchNamespaces {
 		objs = append(objs, roleWithBinding(roleName+":applications", ns, sa,
 			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
@@ -151,6 +165,8 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 			"--addon-name=" + v.AddonName,
 			"--addon-namespace=" + v.InstallNamespace,
 			"--watch-namespaces=" + strings.Join(v.WatchNamespaces, ","),
+			"--argocd-namespace=" + v.ArgoCDNamespace,
+			"--argocd-redis=" + argoCDRedisAddress(v.ArgoCDNamespace),
 		},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -19,7 +19,7 @@ import (
 func values(ns string) agentValues {
 	return agentValues{AddonName: "argocd-pull", ClusterName: "c1", InstallNamespace: ns,
 		Image: "quay.io/ocm-gitops/argocd-pull-addon:v1", ImagePullPolicy: corev1.PullIfNotPresent,
-		WatchNamespaces: []string{"argocd", "team-a"}}
+		WatchNamespaces: []string{"argocd", "team-a"}, ArgoCDNamespace: "argocd"}
 }
 
 func find[T runtime.Object](objs []runtime.Object) []T {
@@ -52,7 +52,8 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 	d := deploys[0]
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--hub-kubeconfig=/var/run/hub/kubeconfig", "--cluster-name=c1", "--addon-name=argocd-pull",
-		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a"}
+		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a",
+		"--argocd-namespace=argocd", "--argocd-redis=argocd-redis.argocd.svc:6379"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %v, want %v", c.Args, wantArgs)
 	}
@@ -315,6 +316,15 @@ func TestHubRoleIsLimitedToTheAddon(t *testing.T) {
 		if slices.Contains(rule.Resources, "events") {
 			if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "create" && v != "patch" }) {
 				t.Errorf("events verbs %v", rule.Verbs)
+			}
+			continue
+		}
+		if slices.Contains(rule.Resources, "applicationstatusslices") {
+			// Bounded by the namespace of the binding (create takes no resourceNames);
+			// TestAgentHubIdentityIsConfinedToItsOwnAddon proves it by impersonation.
+			if !slices.Equal(rule.Resources, []string{"applicationstatusslices"}) ||
+				!slices.Equal(rule.APIGroups, []string{"argocd-pull.open-cluster-management.io"}) {
+				t.Errorf("the slices rule grants more: %v", rule)
 			}
 			continue
 		}
