@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,6 +52,12 @@ type Results struct {
 	AgentPeakRSS     int64
 	AgentStatusBytes int
 	AgentSummary     string
+	// The status channel: the first time every app was complete in the slices, the
+	// latency of a change into its slice, and the slices' number and size.
+	AgentFirstSlices    time.Duration
+	AgentSliceLatencies []time.Duration
+	AgentSlices         int
+	AgentSliceBytes     int
 }
 
 // Machine describes where the run happened.
@@ -119,6 +126,9 @@ func (r *Results) writesPerChange() (float64, sim.Requests) {
 // Problems are the wrong results: what make test's smoke run fails on.
 func (r *Results) Problems() []string {
 	var problems []string
+	if r.Scale.OnlyAgent {
+		return r.AgentChangesLost
+	}
 	if !r.Works.OK() {
 		problems = append(problems, "P1: "+r.Works.String())
 	}
@@ -139,7 +149,7 @@ func (r *Results) rows() []row {
 	latencies := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s, p95 %s, p99 %s (%d changes)", percentile(d, 50), percentile(d, 95), percentile(d, 99), len(d))
 	}
-	return []row{
+	all := []row{
 		{"P1 propagation", "≤ 60 s", fmt.Sprintf("%s for %d apps on %d clusters: %.0f apps/s (creating them took %s)",
 			r.Propagation.Round(100*time.Millisecond), r.Apps, r.Scale.Clusters, float64(r.Apps)/r.Propagation.Seconds(), r.AppsCreated.Round(100*time.Millisecond))},
 		{"P1 status on the hub", "", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy", r.StatusSettled.Round(100*time.Millisecond))},
@@ -148,10 +158,16 @@ func (r *Results) rows() []row {
 		{"P3 manager peak RSS", "≤ 256 MiB", fmt.Sprintf("%s (live Go heap at the end: %s; GOMEMLIMIT %s as the chart sets it)", mib(r.ManagerPeakRSS), mib(r.ManagerLiveHeap), mib(sim.ManagerMemoryLimit))},
 		{"P4 writes per change", "", fmt.Sprintf("%.2f hub writes by the manager per report change", perChange)},
 		{"P4 steady state", "0 writes/min", fmt.Sprintf("%.1f writes/min, plus %.0f/min leader lease renewals", others, leases)},
-		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps", mib(r.AgentPeakRSS), r.Scale.AgentApps)},
+		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources", mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources)},
 		{"P5 agent publish latency", "", latencies(r.AgentLatencies)},
 		{"P5 agent status size", "", fmt.Sprintf("%d bytes of ManagedClusterAddOn status (first complete report after %s)", r.AgentStatusBytes, r.AgentFirstReport.Round(100*time.Millisecond))},
+		{"P5 agent status slices latency", "", latencies(r.AgentSliceLatencies)},
+		{"P5 agent status slices", "", fmt.Sprintf("%d ApplicationStatusSlices, %d bytes, every app complete after %s", r.AgentSlices, r.AgentSliceBytes, r.AgentFirstSlices.Round(100*time.Millisecond))},
 	}
+	if r.Scale.OnlyAgent {
+		return slices.DeleteFunc(all, func(x row) bool { return !strings.HasPrefix(x.figure, "P5") })
+	}
+	return all
 }
 
 // Table is the results as a plain text table.

@@ -44,6 +44,13 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return nil, err
 	}
 	defer hub.Stop()
+	if scale.OnlyAgent {
+		if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
+			return r, err
+		}
+		r.Duration = time.Since(r.Started)
+		return r, nil
+	}
 
 	start := time.Now()
 	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)
