@@ -28,6 +28,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/report"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -226,6 +227,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}); err != nil {
 		return fmt.Errorf("set up cluster secrets: %w", err)
 	}
+	// Both read the agents' status slices, when there are, before their reports.
+	agentReports.WithSlices(statusslices.NewReader(mgr.GetCache(), opts.AddonName))
 	if err := report.Setup(mgr, reportOpts); err != nil {
 		return fmt.Errorf("set up the ApplicationSet reports: %w", err)
 	}

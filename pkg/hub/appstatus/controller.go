@@ -28,11 +28,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // ControllerName names the status mirror: its logs and metrics.
@@ -76,7 +78,12 @@ func (o Options) withDefaults() Options {
 }
 
 // AddToScheme adds the OCM types the mirror reads to scheme.
-func AddToScheme(scheme *runtime.Scheme) error { return propagation.AddToScheme(scheme) }
+func AddToScheme(scheme *runtime.Scheme) error {
+	if err := propagation.AddToScheme(scheme); err != nil {
+		return err
+	}
+	return statusv1alpha1.AddToScheme(scheme)
+}
 
 // Setup registers the status mirror with mgr. It reads through the cache that
 // propagation.CacheByObject configures. Run the scheme through AddToScheme first.
@@ -100,6 +107,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork), builder.WithPredicates(workChanged)).
 		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(r.enqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {

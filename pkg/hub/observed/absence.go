@@ -128,6 +128,11 @@ func (r *Reports) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, _ := r.decodeLocked(addon)
+	if r.slices != nil {
+		if app := r.slices.Find(addon.Namespace, work.Name, hub); app != nil {
+			return Observation{App: app}
+		}
+	}
 	app := FindApp(e.apps, work.Name, hub)
 	switch {
 	case app != nil && e.rejected[app.Key()] != nil:

@@ -35,10 +35,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // ControllerName names the report controller: its logs, metrics and Events.
@@ -102,6 +104,9 @@ func AddToScheme(scheme *runtime.Scheme) error {
 		return err
 	}
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := statusv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	return appsv1alpha1.AddToScheme(scheme)
@@ -174,6 +179,7 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
 			builder.WithPredicates(workChanged)).
 		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(r.enqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
