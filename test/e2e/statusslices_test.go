@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// The issue-12 scenario: 40 pulled apps of 100 resources each on one cluster. The
+// ManagedClusterAddOn report drops the resource lists of about half of them; the status
+// slices carry all of them to the hub.
+var _ = Describe("Complete status at any scale", Ordered, func() {
+	const (
+		placement = "complete-status-placement"
+		path      = "complete-status"
+		apps      = 40
+		resources = 100
+	)
+	var (
+		hubDyn dynamic.Interface
+		addons addonclient.Interface
+		target *fleet.ManagedCluster
+	)
+	appSet := func(i int) string { return fmt.Sprintf("complete-%02d", i) }
+
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		target = theFleet.Clusters[1]
+		clusteradmEnable(ctx, target.Name)
+		DeferCleanup(func(ctx SpecContext) {
+			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "agent removed from %s", target.Name)
+		})
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
+		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+
+		// 99 ConfigMaps (no health in Argo CD) and a Service (Healthy) per app.
+		var manifests strings.Builder
+		for i := range resources - 1 {
+			fmt.Fprintf(&manifests, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings-%03d}\ndata: {index: \"%d\"}\n", i, i)
+		}
+		manifests.WriteString("---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports: [{port: 80}]\n  selector: {app: web}\n")
+		_, err = theFleet.Git.Commit("complete status: 100 resources", map[string]string{path + "/resources.yaml": manifests.String()})
+		Expect(err).NotTo(HaveOccurred())
+
+		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+		for i := range apps {
+			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
+				fleet.PulledApplicationSetYAML(appSet(i), appSet(i), placement, theFleet.Git.URL(), path, appSet(i)))).To(Succeed())
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			for i := range apps {
+				err := hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet(i), metav1.DeleteOptions{})
+				Expect(ignoreNotFound(err)).To(Succeed())
+			}
+			eventually(ctx, func(ctx context.Context) (int, error) {
+				list, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				n := 0
+				for _, u := range list.Items {
+					if strings.Contains(u.GetName(), "-complete-") {
+						n++
+					}
+				}
+				return n, nil
+			}).Should(BeZero(), "hub Applications gone once the cluster is clean")
+			By("the agent's slices go with the apps")
+			eventually(ctx, func(ctx context.Context) (int, error) {
+				list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				return len(list.Items), nil
+			}).Should(BeZero())
+		})
+	})
+
+	It("shows every resource of every app on the hub Application and in its ApplicationSet's report", func(ctx SpecContext) {
+		By("every hub Application lists its 100 resources, each Synced, the Service Healthy")
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			var incomplete []string
+			for i := range apps {
+				name := target.Name + "-" + appSet(i)
+				u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					incomplete = append(incomplete, name+": "+err.Error())
+					continue
+				}
+				st, err := argoapp.DecodeStatus(u)
+				if err != nil {
+					return nil, err
+				}
+				synced, serviceHealthy := 0, false
+				for _, r := range st.Resources {
+					if r.Status == "Synced" {
+						synced++
+					}
+					if r.Kind == "Service" && r.Health.Status == "Healthy" {
+						serviceHealthy = true
+					}
+				}
+				if len(st.Resources) != resources || synced != resources || !serviceHealthy {
+					incomplete = append(incomplete, fmt.Sprintf("%s: %d resources, %d Synced, Service healthy %v", name, len(st.Resources), synced, serviceHealthy))
+				}
+			}
+			return incomplete, nil
+		}).Should(BeEmpty())
+
+		By("the ManagedClusterAddOn report alone could not have carried them")
+		mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		report, err := clusterreport.Decode(mca.Status.Conditions)
+		Expect(err).NotTo(HaveOccurred())
+		cut := 0
+		for _, app := range report.Apps {
+			if strings.Contains(app.Name, "-complete-") && len(app.Resources) < resources {
+				cut++
+			}
+		}
+		GinkgoWriter.Printf("the ManagedClusterAddOn report shortened %d of %d resource lists\n", cut, apps)
+		Expect(cut).To(BeNumerically(">", 0))
+
+		By("each ApplicationSet's report lists the 100 resources")
+		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			var short []string
+			for i := range apps {
+				u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet(i), metav1.GetOptions{})
+				if err != nil {
+					short = append(short, appSet(i)+": "+err.Error())
+					continue
+				}
+				var r appsv1alpha1.MulticlusterApplicationSetReport
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+					return nil, err
+				}
+				if len(r.Statuses.Resources) != resources {
+					short = append(short, fmt.Sprintf("%s: %d resources", appSet(i), len(r.Statuses.Resources)))
+				}
+			}
+			return short, nil
+		}).Should(BeEmpty())
+	})
+})
