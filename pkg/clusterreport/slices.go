@@ -376,8 +376,9 @@ func SliceName(addonName string, n int) string {
 // they hold); apps are the current entries, each already fitted (FitEntry).
 //
 // The assignment is stable, so that one app's change rewrites one slice: an app stays
-// in the slice that holds it; a slice whose apps grew past SliceTargetBytes keeps its
-// first apps, in key order, while they fit (always the first one) and hands the rest on;
+// in the slice that holds it; a slice whose apps grew past SliceTargetBytes keeps the
+// apps that did not grow, then those that did, each in key order, as long as each fits
+// (the first always), and hands the others on;
 // apps without a slice go, in key order, to the first slice by name that stays within
 // SliceFillBytes with them, else to a new slice with the lowest free number. A slice of the hub that is not
 // returned is to be deleted. Slices are not repacked.
@@ -409,15 +410,27 @@ func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus
 	for _, s := range hub {
 		p := &plan{name: s.Name}
 		var keys []string
+		grew := map[string]bool{}
 		for _, e := range s.Apps {
 			if key := EntryKey(e); !assigned[key] {
 				if _, ok := byKey[key]; ok {
 					keys = append(keys, key)
 					assigned[key] = true
+					grew[key] = size(key) > EntrySize(e)
 				}
 			}
 		}
-		slices.Sort(keys)
+		// The apps that did not grow first: when the slice overflows, an app that grew
+		// moves, not its neighbours.
+		slices.SortFunc(keys, func(a, b string) int {
+			if grew[a] != grew[b] {
+				if grew[b] {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
 		for _, key := range keys {
 			if len(p.keys) == 0 || p.bytes+size(key) <= SliceTargetBytes {
 				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)

@@ -263,6 +263,19 @@ func TestPlanSlicesIsBoundedAndStable(t *testing.T) {
 	if got := changedSlices(plan, next); len(got) > 2 {
 		t.Errorf("one app's growth rewrites %v, want at most two slices", got)
 	}
+	home := map[string]string{}
+	for _, s := range plan {
+		for _, e := range s.Apps {
+			home[EntryKey(e)] = s.Name
+		}
+	}
+	for _, s := range next {
+		for _, e := range s.Apps {
+			if home[EntryKey(e)] != s.Name && e.Name != "app-00" {
+				t.Errorf("%s moved from %s to %s: only the app that grew may move", EntryKey(e), home[EntryKey(e)], s.Name)
+			}
+		}
+	}
 	for _, s := range next {
 		size := 0
 		for _, e := range s.Apps {
