@@ -2,6 +2,7 @@ package clusterreport
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -227,6 +228,20 @@ func EntrySize(e statusv1alpha1.AppStatus) int {
 	return len(raw)
 }
 
+// EntryDigest returns the EntrySize of e and a digest of its content but ObservedAt: two
+// entries of one app with the same digest differ at most in ObservedAt. The agent keeps
+// both, so that it neither re-encodes an unchanged app nor compares slices field by
+// field at every publish.
+func EntryDigest(e statusv1alpha1.AppStatus) (int, [sha256.Size]byte) {
+	// Every time of the API's second precision encodes to the same width.
+	e.ObservedAt = metav1.NewTime(sizeProbeTime.Time)
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return MaxSliceBytes + 1, [sha256.Size]byte{}
+	}
+	return len(raw), sha256.Sum256(raw)
+}
+
 // FitEntry returns the entry when it fits in MaxSliceBytes, and otherwise cuts it until
 // it does, in this order: the tree's nodes (healthy ones first), the messages down to
 // MinimalMessageBytes, then the resources (Synced and Healthy ones first), then the
@@ -383,18 +398,34 @@ func SliceName(addonName string, n int) string {
 // SliceFillBytes with them, else to a new slice with the lowest free number. A slice of the hub that is not
 // returned is to be deleted. Slices are not repacked.
 func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus) []Slice {
+	return PlanSlicesSized(addonName, onHub, apps, nil, nil)
+}
+
+// PlanSlicesSized is PlanSlices with the EntrySize of the apps by key (sizes), and of
+// the apps of each slice on the hub by slice name and key (hubSizes), where the caller
+// knows them; the others are computed.
+func PlanSlicesSized(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus, sizes map[string]int, hubSizes map[string]map[string]int) []Slice {
 	byKey := make(map[string]statusv1alpha1.AppStatus, len(apps))
 	for _, e := range apps {
 		byKey[EntryKey(e)] = e
 	}
-	sizes := make(map[string]int, len(apps))
+	known := make(map[string]int, len(apps))
 	size := func(key string) int {
-		if s, ok := sizes[key]; ok {
+		if s, ok := known[key]; ok {
 			return s
 		}
-		s := EntrySize(byKey[key])
-		sizes[key] = s
+		s, ok := sizes[key]
+		if !ok {
+			s = EntrySize(byKey[key])
+		}
+		known[key] = s
 		return s
+	}
+	hubSize := func(slice string, e statusv1alpha1.AppStatus) int {
+		if s, ok := hubSizes[slice][EntryKey(e)]; ok {
+			return s
+		}
+		return EntrySize(e)
 	}
 
 	type plan struct {
@@ -416,7 +447,7 @@ func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus
 				if _, ok := byKey[key]; ok {
 					keys = append(keys, key)
 					assigned[key] = true
-					grew[key] = size(key) > EntrySize(e)
+					grew[key] = size(key) > hubSize(s.Name, e)
 				}
 			}
 		}

@@ -279,6 +279,9 @@ func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager,
 	agentAddon, err := addon.NewAgentAddon(addon.Options{
 		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
 		AgentImagePullPolicy: corev1.PullPolicy(opts.AgentImagePullPolicy), AgentImagePullSecrets: opts.AgentImagePullSecrets,
+		// The managed clusters' Argo CD runs in the namespace of the hub's: the pulled apps
+		// land there by default, and the agent reads its Redis there.
+		ArgoCDNamespace: opts.ArgoCDNamespace,
 	}, kube, addons)
 	if err != nil {
 		return nil, err

@@ -198,6 +198,7 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 	f.createApp("steady", status{sync: "Synced", health: "Healthy", revision: "abc", resources: 3, reconciledAt: now}.object())
 	f.createApp("other", status{sync: "OutOfSync", health: "Degraded", conditions: [][2]string{{"ComparisonError", "boom"}}}.object())
 	f.eventuallyApp("other", func(gomega.Gomega, clusterreport.App) {})
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveLen(2)) }).Should(gomega.Succeed())
 	before := f.settle()
 	published := f.addon().Status.Conditions
 	slicesBefore := f.sliceWrites.Load()

@@ -40,6 +40,10 @@ type publisher struct {
 	observations map[string]observation
 	// truncated: the last published report was cut by the budget.
 	truncated bool
+	// entries are the apps' status-channel entries as last built, by key; hubSlices what
+	// the agent computed of its slices on the hub, by name.
+	entries   map[string]entryState
+	hubSlices map[string]hubSliceState
 }
 
 // observation is the content of an app (its clusterreport.Fingerprint) and when the
@@ -51,7 +55,7 @@ type observation struct {
 
 // newPublisher returns the state of a publish loop that has published nothing.
 func newPublisher() publisher {
-	return publisher{observations: map[string]observation{}}
+	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}, hubSlices: map[string]hubSliceState{}}
 }
 
 // publish builds the report from what the agent sees, and applies it to the

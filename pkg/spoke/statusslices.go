@@ -2,6 +2,7 @@ package spoke
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"sync"
@@ -141,8 +142,39 @@ type sliceWrites struct {
 	applied, deleted int
 }
 
+// entryState is an app's entry as last built: it is built again only when the app or
+// its tree changed.
+type entryState struct {
+	appResourceVersion string
+	treeReadAt         time.Time
+	entry              statusv1alpha1.AppStatus
+	size               int
+	digest             [sha256.Size]byte
+}
+
+// hubSliceState is what the agent computed of one slice on the hub, at one
+// resourceVersion: the EntrySize, digest and observedAt of each app, by key.
+type hubSliceState struct {
+	resourceVersion string
+	sizes           map[string]int
+	digests         map[string][sha256.Size]byte
+	observedAt      map[string]metav1.Time
+}
+
+func newHubSliceState(slice *statusv1alpha1.ApplicationStatusSlice) hubSliceState {
+	h := hubSliceState{resourceVersion: slice.ResourceVersion, sizes: map[string]int{},
+		digests: map[string][sha256.Size]byte{}, observedAt: map[string]metav1.Time{}}
+	for _, e := range slice.Apps {
+		key := clusterreport.EntryKey(e)
+		h.sizes[key], h.digests[key] = clusterreport.EntryDigest(e)
+		h.observedAt[key] = e.ObservedAt
+	}
+	return h
+}
+
 // publishSlices writes the slices of apps, each only when it differs from the hub's, and
-// deletes the agent's slices that hold no app any more. addon owns the slices.
+// deletes the agent's slices that hold no app any more. addon owns the slices. Only the
+// entries of apps that changed are built again, and slices are compared by digests.
 func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon corev1.ObjectReference, now time.Time) (sliceWrites, error) {
 	var done sliceWrites
 	if !a.slices.informer.HasSynced() {
@@ -150,21 +182,56 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		// CRD (not upgraded yet) never syncs: the ManagedClusterAddOn report goes on.
 		return done, nil
 	}
+	p := &a.publisher
 	onHub := a.slices.snapshot()
-	var hubSlices []clusterreport.Slice
+	hubSlices := make([]clusterreport.Slice, 0, len(onHub))
 	byName := map[string]*statusv1alpha1.ApplicationStatusSlice{}
+	hubSizes := map[string]map[string]int{}
+	hubState := make(map[string]hubSliceState, len(onHub))
+	onHubByKey := map[string]hubSliceState{}
 	for _, s := range onHub {
 		hubSlices = append(hubSlices, clusterreport.Slice{Name: s.Name, Apps: s.Apps})
 		byName[s.Name] = s
+		h, ok := p.hubSlices[s.Name]
+		if !ok || h.resourceVersion != s.ResourceVersion {
+			h = newHubSliceState(s)
+		}
+		hubState[s.Name] = h
+		hubSizes[s.Name] = h.sizes
+		for key := range h.digests {
+			onHubByKey[key] = h
+		}
 	}
+	p.hubSlices = hubState
+
 	entries := make([]statusv1alpha1.AppStatus, 0, len(apps))
+	sizes := make(map[string]int, len(apps))
+	current := make(map[string]entryState, len(apps))
 	for _, app := range apps {
-		report := app.report
-		report.ObservedAt = now
-		entries = append(entries, clusterreport.FitEntry(clusterreport.Entry(report, a.trees.get(ctx, app))))
+		key := app.report.Key()
+		tree, readAt := a.trees.get(ctx, app)
+		state, ok := p.entries[key]
+		if !ok || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
+			report := app.report
+			report.ObservedAt = now
+			entry := clusterreport.FitEntry(clusterreport.Entry(report, tree))
+			size, digest := clusterreport.EntryDigest(entry)
+			// observedAt moves only when the content does: kept from the last entry, or,
+			// after a restart, from the hub.
+			switch h, onHub := onHubByKey[key]; {
+			case ok && state.digest == digest:
+				entry.ObservedAt = state.entry.ObservedAt
+			case !ok && onHub && h.digests[key] == digest:
+				entry.ObservedAt = h.observedAt[key]
+			}
+			state = entryState{appResourceVersion: app.resourceVersion, treeReadAt: readAt, entry: entry, size: size, digest: digest}
+		}
+		current[key] = state
+		entries = append(entries, state.entry)
+		sizes[key] = state.size
 	}
-	entries = clusterreport.KeepObservedAt(entries, hubSlices)
-	plan := clusterreport.PlanSlices(a.opts.AddonName, hubSlices, entries)
+	p.entries = current
+	plan := clusterreport.PlanSlicesSized(a.opts.AddonName, hubSlices, entries, sizes, hubSizes)
 
 	owner := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.Name, Namespace: addon.Namespace, UID: addon.UID}}
 	// Slices that gain an app first, so that an app that moves is never missing on the
@@ -175,7 +242,7 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		keep[s.Name] = true
 		desired := clusterreport.SliceObject(owner, s)
 		current := byName[s.Name]
-		if clusterreport.SameSlice(current, desired) {
+		if current != nil && sameSliceByDigest(current, desired, hubState[s.Name], p.entries) {
 			continue
 		}
 		if gains(current, desired) {
@@ -185,9 +252,17 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		}
 	}
 	for _, desired := range append(gaining, other...) {
-		if err := a.applySlice(ctx, desired); err != nil {
+		written, err := a.applySlice(ctx, desired)
+		if err != nil {
 			return done, err
 		}
+		h := hubSliceState{resourceVersion: written.ResourceVersion, sizes: map[string]int{},
+			digests: map[string][sha256.Size]byte{}, observedAt: map[string]metav1.Time{}}
+		for _, e := range desired.Apps {
+			key := clusterreport.EntryKey(e)
+			h.sizes[key], h.digests[key], h.observedAt[key] = p.entries[key].size, p.entries[key].digest, e.ObservedAt
+		}
+		p.hubSlices[desired.Name] = h
 		done.applied++
 	}
 	for _, s := range onHub {
@@ -200,9 +275,28 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 			return done, fmt.Errorf("delete ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, s.Name, err)
 		}
 		a.slices.forget(s.Name)
+		delete(p.hubSlices, s.Name)
 		done.deleted++
 	}
 	return done, nil
+}
+
+// sameSliceByDigest reports whether the slice on the hub holds what desired holds: the
+// same format, label and owner, and the same apps in the same order, each with the
+// digest and observedAt of its current entry.
+func sameSliceByDigest(onHub, desired *statusv1alpha1.ApplicationStatusSlice, h hubSliceState, entries map[string]entryState) bool {
+	if onHub.FormatVersion != desired.FormatVersion || onHub.AppCount != desired.AppCount || len(onHub.Apps) != len(desired.Apps) ||
+		onHub.Labels[statusv1alpha1.LabelAddon] != desired.Labels[statusv1alpha1.LabelAddon] ||
+		!slices.ContainsFunc(onHub.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == desired.OwnerReferences[0].UID }) {
+		return false
+	}
+	for i, e := range desired.Apps {
+		key := clusterreport.EntryKey(e)
+		if clusterreport.EntryKey(onHub.Apps[i]) != key || h.digests[key] != entries[key].digest || !h.observedAt[key].Time.Equal(e.ObservedAt.Time) {
+			return false
+		}
+	}
+	return true
 }
 
 // gains reports whether desired holds an app that current does not.
@@ -222,26 +316,27 @@ func gains(current, desired *statusv1alpha1.ApplicationStatusSlice) bool {
 	return false
 }
 
-// applySlice applies a slice server-side, as FieldManager, and records the result.
-func (a *agent) applySlice(ctx context.Context, slice *statusv1alpha1.ApplicationStatusSlice) error {
+// applySlice applies a slice server-side, as FieldManager, records the result and
+// returns it.
+func (a *agent) applySlice(ctx context.Context, slice *statusv1alpha1.ApplicationStatusSlice) (*statusv1alpha1.ApplicationStatusSlice, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(slice)
 	if err != nil {
-		return fmt.Errorf("encode ApplicationStatusSlice %s: %w", slice.Name, err)
+		return nil, fmt.Errorf("encode ApplicationStatusSlice %s: %w", slice.Name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
 	applied, err := a.slices.client.Apply(ctx, slice.Name, &unstructured.Unstructured{Object: content},
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
-		return fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, slice.Name, err)
+		return nil, fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, slice.Name, err)
 	}
 	written, err := sliceFromUnstructured(applied)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	written.ManagedFields = nil
 	a.slices.observe(written)
-	return nil
+	return written, nil
 }
 
 // trees caches each app's resource tree, read from Argo CD's cache when the app changed
@@ -268,10 +363,11 @@ func newTrees(reader *treeReader) *trees {
 	return &trees{reader: reader, byApp: map[string]cachedTree{}}
 }
 
-// get returns the tree of app, reading it when the cached one may be out of date.
-func (t *trees) get(ctx context.Context, app observedApp) clusterreport.Tree {
+// get returns the tree of app, reading it when the cached one may be out of date, and
+// when it was read: a new time means a new tree.
+func (t *trees) get(ctx context.Context, app observedApp) (clusterreport.Tree, time.Time) {
 	if t.reader == nil {
-		return clusterreport.Tree{Unavailable: treeDisabled}
+		return clusterreport.Tree{Unavailable: treeDisabled}, time.Time{}
 	}
 	key := app.report.Key()
 	t.mu.Lock()
@@ -280,13 +376,14 @@ func (t *trees) get(ctx context.Context, app observedApp) clusterreport.Tree {
 	fresh := ok && !cached.stale && cached.resourceVersion == app.resourceVersion &&
 		(cached.tree.Unavailable == "" || time.Since(cached.readAt) < treeRetryAfter)
 	if fresh {
-		return cached.tree
+		return cached.tree, cached.readAt
 	}
 	tree := t.reader.Read(ctx, app.report.Namespace, app.report.Name)
+	readAt := time.Now()
 	t.mu.Lock()
-	t.byApp[key] = cachedTree{tree: tree, resourceVersion: app.resourceVersion, readAt: time.Now()}
+	t.byApp[key] = cachedTree{tree: tree, resourceVersion: app.resourceVersion, readAt: readAt}
 	t.mu.Unlock()
-	return tree
+	return tree, readAt
 }
 
 // invalidate marks the tree of an app out of date.
