@@ -192,6 +192,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	byObject := propagation.CacheByObject(propagationOpts)
 	maps.Copy(byObject, report.CacheByObject(reportOpts))
+	maps.Copy(byObject, statusslices.CacheByObject())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The controllers never read managedFields; without them the cache of 10,000

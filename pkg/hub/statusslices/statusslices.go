@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -213,4 +214,27 @@ func Handler(enqueue EnqueueApp) handler.EventHandler {
 			each(ctx, e.Object.GetNamespace(), ChangedApps(slice(e.Object), nil), q)
 		},
 	}
+}
+
+// CacheByObject returns the cache options of the slices: the hub keeps of each slice only
+// what it shows, without the tree's nodes (the hub has nowhere to show them yet) or the
+// resources' images, and without managed fields, so that the cache grows with the
+// resources of the apps and not with their trees.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{&statusv1alpha1.ApplicationStatusSlice{}: {Transform: stripForHub}}
+}
+
+func stripForHub(obj any) (any, error) {
+	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
+	if !ok {
+		return obj, nil
+	}
+	s.ManagedFields = nil
+	for i := range s.Apps {
+		s.Apps[i].Nodes = nil
+		for j := range s.Apps[i].Resources {
+			s.Apps[i].Resources[j].Images = nil
+		}
+	}
+	return s, nil
 }

@@ -16,6 +16,7 @@ import (
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -54,6 +55,8 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// As the manager caches them: without the tree's nodes.
+		Cache: cache.Options{ByObject: statusslices.CacheByObject()},
 	})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	reports := observed.NewReports().WithSlices(statusslices.NewReader(mgr.GetCache(), propagation.DefaultAddonName))
@@ -108,6 +111,9 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 		Sync:       statusv1alpha1.SyncStatus{Status: "Synced", Revision: "rev1"},
 		Health:     &statusv1alpha1.Health{Status: "Degraded", Message: "Deployment \"web-000\" exceeded its progress deadline"},
 		TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+		Nodes: []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "Pod", Namespace: "web", Name: "web-000-x",
+			ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-000-5d9c"}},
+			Health:     &statusv1alpha1.Health{Status: "Degraded", Message: "Back-off pulling image"}}},
 	}
 	for i := range 150 {
 		r := statusv1alpha1.ResourceStatus{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: fmt.Sprintf("web-%03d", i),
@@ -135,6 +141,13 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 		message, _, _ := unstructured.NestedString(get().Object, "status", "health", "message")
 		g.Expect(message).To(gomega.Equal("Deployment \"web-000\" exceeded its progress deadline"))
 	}).Should(gomega.Succeed())
+
+	// The manager's cache keeps no tree.
+	cached := &statusv1alpha1.ApplicationStatusSliceList{}
+	g.Expect(mgr.GetCache().List(ctx, cached, client.InNamespace("cluster1"))).To(gomega.Succeed())
+	g.Expect(cached.Items).To(gomega.HaveLen(1))
+	g.Expect(cached.Items[0].Apps[0].Nodes).To(gomega.BeEmpty())
+	g.Expect(cached.Items[0].ManagedFields).To(gomega.BeEmpty())
 
 	// A change of the slice reaches the hub app, and an app the agent had to cut says so.
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(slice), slice)).To(gomega.Succeed())
