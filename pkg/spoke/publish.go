@@ -46,11 +46,12 @@ type publisher struct {
 	hubSlices map[string]hubSliceState
 }
 
-// observation is the content of an app (its clusterreport.Fingerprint) and when the
-// agent first saw it.
+// observation is the content of an app (its clusterreport.Fingerprint, computed from
+// the Application at resourceVersion) and when the agent first saw it.
 type observation struct {
-	fingerprint string
-	at          time.Time
+	fingerprint     string
+	resourceVersion string
+	at              time.Time
 }
 
 // newPublisher returns the state of a publish loop that has published nothing.
@@ -246,13 +247,16 @@ func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time
 		app := observed.report
 		key := app.Key()
 		seen[key] = true
-		fingerprint, err := clusterreport.Fingerprint(app)
-		if err != nil {
-			fingerprint = "" // never equal to a computed one
-		}
 		last, known := p.observations[key]
+		fingerprint := last.fingerprint
+		if !known || observed.resourceVersion == "" || last.resourceVersion != observed.resourceVersion {
+			var err error
+			if fingerprint, err = clusterreport.Fingerprint(app); err != nil {
+				fingerprint = "" // never equal to a computed one
+			}
+		}
 		if !known || last.fingerprint != fingerprint || fingerprint == "" {
-			last = observation{fingerprint: fingerprint, at: now}
+			last = observation{fingerprint: fingerprint, resourceVersion: observed.resourceVersion, at: now}
 			if !known {
 				if published == nil {
 					published = decodedApps(onHub)
@@ -263,6 +267,9 @@ func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time
 					}
 				}
 			}
+			p.observations[key] = last
+		} else if last.resourceVersion != observed.resourceVersion {
+			last.resourceVersion = observed.resourceVersion
 			p.observations[key] = last
 		}
 		app.ObservedAt = last.at
