@@ -44,6 +44,8 @@ type publisher struct {
 	// the agent computed of its slices on the hub, by name.
 	entries   map[string]entryState
 	hubSlices map[string]hubSliceState
+	// decoded are the local Applications as last decoded, by key.
+	decoded map[string]observedApp
 }
 
 // observation is the content of an app (its clusterreport.Fingerprint, computed from
@@ -129,15 +131,24 @@ func (a *agent) observeApplications(state crdState) []observedApp {
 		return nil
 	}
 	var apps []observedApp
+	decoded := make(map[string]observedApp, len(a.publisher.decoded))
 	for _, informer := range a.appInformers {
 		for _, obj := range informer.GetStore().List() {
 			u, ok := obj.(*unstructured.Unstructured)
 			if !ok || !isFromHub(u) {
 				continue
 			}
-			apps = append(apps, observeApplication(u))
+			// An Application is decoded once per resourceVersion.
+			key := u.GetNamespace() + "/" + u.GetName()
+			app, ok := a.publisher.decoded[key]
+			if !ok || app.resourceVersion == "" || app.resourceVersion != u.GetResourceVersion() {
+				app = observeApplication(u)
+			}
+			decoded[key] = app
+			apps = append(apps, app)
 		}
 	}
+	a.publisher.decoded = decoded
 	slices.SortFunc(apps, func(x, y observedApp) int { return strings.Compare(x.report.Key(), y.report.Key()) })
 	return apps
 }
