@@ -96,7 +96,7 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 					}
 				}
 				return n, nil
-			}).Should(BeZero(), "hub Applications gone once the cluster is clean")
+			}).WithTimeout(10*time.Minute).Should(BeZero(), "hub Applications gone once the cluster is clean")
 			By("the agent's slices go with the apps")
 			eventually(ctx, func(ctx context.Context) (int, error) {
 				list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name).List(ctx, metav1.ListOptions{})
