@@ -74,6 +74,9 @@ var needed = slices.Concat(
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
 	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),
+	perms(releaseScope, "apps", "deployments/scale", managerName, "uninstall hook: stop the manager first", "get", "update"),
+	perms(cluster, "authentication.k8s.io", "tokenreviews", "", "secure metrics: who scrapes", "create"),
+	perms(cluster, "authorization.k8s.io", "subjectaccessreviews", "", "secure metrics: may they get /metrics", "create"),
 )
 
 // grantedBy expands rules into permissions of scope s; it fails on a wildcard.
