@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -36,6 +37,11 @@ type Options struct {
 	// "0" disables one.
 	MetricsAddr string
 	ProbeAddr   string
+	// MetricsSecure serves the metrics over HTTPS, to clients the hub apiserver
+	// authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the
+	// non-resource URL /metrics), as controller-runtime's filters do. Off, they are plain
+	// HTTP to anyone who reaches the port.
+	MetricsSecure bool
 	// PprofAddr is the bind address of net/http/pprof, for profiling; "0" (the default)
 	// disables it.
 	PprofAddr string
@@ -93,6 +99,17 @@ type Options struct {
 	GracefulShutdown time.Duration
 }
 
+// metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
+// certificate, behind authentication and authorization by the hub apiserver.
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if opts.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
 // DefaultAgentImage is the agent's image unless a flag or a registry override says
 // otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
 const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
@@ -102,6 +119,7 @@ const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
 		ProbeAddr:               ":8081",
 		PprofAddr:               "0",
 		LeaderElect:             true,
@@ -208,7 +226,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         hubcache.Options(opts.CacheScope()),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElect,

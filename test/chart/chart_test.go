@@ -153,7 +153,9 @@ func TestDefaults(t *testing.T) {
 		"AddOnDeploymentConfig " + namespace + "/" + addonName + "-default",
 		"ClusterManagementAddOn /" + addonName,
 		"ClusterRole /" + managerName,
+		"ClusterRole /" + managerName + "-metrics-reader",
 		"ClusterRoleBinding /" + managerName,
+		"Job " + namespace + "/" + release + "-uninstall", // the pre-delete hook
 		"ConfigMap " + argocdNS + "/ocm-placement-generator",
 		"CustomResourceDefinition /" + crdName,
 		"Deployment " + namespace + "/" + managerName,

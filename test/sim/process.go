@@ -134,7 +134,9 @@ func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...s
 	flags := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=true", "--leader-election-namespace=" + ManagerNamespace,
-		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr,
+		// The bench reads the metrics on loopback; the chart serves them over HTTPS behind
+		// authentication (test/chart proves that).
+		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr, "--metrics-secure=false",
 		"--pprof-bind-address=" + m.PprofAddr,
 	}, args...)
 	if m.Process, err = StartProcess(dir, "manager", binary, flags, []string{"GOMEMLIMIT=" + strconv.Itoa(ManagerMemoryLimit)}); err != nil {

@@ -362,18 +362,11 @@ func withEntry(m map[string]string, key, value string) map[string]string {
 func argoCDFinalizers(finalizers []string) []string {
 	var out []string
 	for _, f := range finalizers {
-		if isArgoCDFinalizer(f) {
+		if argoapp.IsArgoCDFinalizer(f) {
 			out = append(out, f)
 		}
 	}
 	return out
-}
-
-// isArgoCDFinalizer reports whether Argo CD handles the finalizer f: its domain is
-// argocd.argoproj.io or a subdomain of it.
-func isArgoCDFinalizer(f string) bool {
-	domain, _, _ := strings.Cut(f, "/")
-	return domain == "argocd.argoproj.io" || strings.HasSuffix(domain, ".argocd.argoproj.io")
 }
 
 // applicationConfig returns the manifest configuration of the pulled Application: the
