@@ -6,7 +6,6 @@ package hubcache
 
 import (
 	"fmt"
-	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -37,11 +36,6 @@ type Scope struct {
 	// WatchNamespaces are the only namespaces whose Applications and ApplicationSets are
 	// cached; empty means all namespaces.
 	WatchNamespaces []string
-}
-
-// Watches reports whether the Applications and ApplicationSets of namespace are in scope.
-func (s Scope) Watches(namespace string) bool {
-	return len(s.WatchNamespaces) == 0 || slices.Contains(s.WatchNamespaces, namespace)
 }
 
 // NewScheme returns the scheme of every type the hub controllers read or write:
