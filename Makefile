@@ -16,9 +16,10 @@ FLEET_TOOLS := etcd k8s ocm argocd kwok
 # The tools of test-integration: envtest's apiserver and etcd, and helm for the chart.
 INTEGRATION_TOOLS := etcd k8s helm
 # The packages whose tests need an apiserver (envtest or test/sim), helm or a build of the
-# image: they skip in -short mode, which test-unit runs in.
-INTEGRATION_PKGS := ./pkg/hub/... ./pkg/spoke/... ./test/testenv/... ./test/sim/... ./test/chart/... \
-                    ./test/abuse/... ./test/fault/... ./test/image/...
+# image: they skip in -short mode, which test-unit runs in. The longest first (go test runs
+# them in this order, two at a time on two cores), so that the others run beside them.
+INTEGRATION_PKGS := ./test/fault/... ./pkg/spoke/... ./test/image/... ./test/abuse/... ./pkg/hub/... \
+                    ./test/chart/... ./test/testenv/... ./test/sim/...
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m

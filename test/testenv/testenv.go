@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -104,7 +105,8 @@ func New() (*Env, error) {
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true},
+		// The default 10 s to see the CRDs served is short on a shared 2-core machine.
+		CRDInstallOptions: envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: time.Minute},
 	}
 	cfg, err := env.Start()
 	if err != nil {
