@@ -101,8 +101,12 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 	if err := checkWebhookPortsFree(); err != nil {
 		return err
 	}
+	kubeconfigs, err := installHubRBAC(ctx, applier, cp, ocmDir)
+	if err != nil {
+		return err
+	}
 	if _, err := sup.start(processSpec{Name: "hub-addon-webhook", Path: filepath.Join(bin, "addon"), Args: []string{
-		"webhook-server", "--port=" + strconv.Itoa(ports[0]), "--certdir=" + webhookDir, "--kubeconfig=" + cp.Kubeconfig,
+		"webhook-server", "--port=" + strconv.Itoa(ports[0]), "--certdir=" + webhookDir, "--kubeconfig=" + kubeconfigs["hub-addon-webhook"],
 	}}); err != nil {
 		return err
 	}
@@ -116,8 +120,8 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 		return err
 	}
 
-	common := func(port int) []string {
-		return []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=" + hubNamespace,
+	common := func(process string, port int) []string {
+		return []string{"--kubeconfig=" + kubeconfigs[process], "--namespace=" + hubNamespace,
 			"--disable-leader-election", "--listen=127.0.0.1:" + strconv.Itoa(port)}
 	}
 	for i, c := range []struct{ name, binary, sub string }{
@@ -127,7 +131,7 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 		{"hub-addon-manager", "addon", "manager"},
 	} {
 		if _, err := sup.start(processSpec{Name: c.name, Path: filepath.Join(bin, c.binary),
-			Args: append([]string{c.sub}, common(ports[i+1])...)}); err != nil {
+			Args: append([]string{c.sub}, common(c.name, ports[i+1])...)}); err != nil {
 			return err
 		}
 	}
