@@ -43,7 +43,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer hub.Stop()
+	defer func() { _ = hub.Stop() }()
 
 	start := time.Now()
 	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)

@@ -40,6 +40,9 @@ const (
 // bin/helm is missing.
 func paths(t *testing.T) (root, helm, chart string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs bin/helm: skipped in -short mode")
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

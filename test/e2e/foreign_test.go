@@ -87,7 +87,7 @@ var _ = Describe("A ManifestWork that another pull controller made", Ordered, fu
 				return "written by the manager", nil
 			}
 			return "kept", nil
-		}).WithTimeout(20*time.Second).WithPolling(time.Second).Should(Equal("kept"))
+		}).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(Equal("kept"))
 		Expect(applied.Generation).To(Equal(created.Generation))
 		_, err = target.Kube.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the other controller's payload still runs on %s", target.Name)

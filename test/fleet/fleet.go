@@ -62,22 +62,24 @@ type ModuleDirs struct {
 // ResolveModuleDirs asks the go command where the pinned tool modules of hack/tools live,
 // downloading them if needed.
 func ResolveModuleDirs(repoRoot string) (ModuleDirs, error) {
-	ocm, err := moduleDir(filepath.Join(repoRoot, "hack/tools/ocm"), "open-cluster-management.io/ocm")
+	ocm, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/ocm"), "open-cluster-management.io/ocm")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
-	argo, err := moduleDir(filepath.Join(repoRoot, "hack/tools/argocd"), "github.com/argoproj/argo-cd/v3")
+	argo, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/argocd"), "github.com/argoproj/argo-cd/v3")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
-	kwok, err := moduleDir(filepath.Join(repoRoot, "hack/tools/kwok"), "sigs.k8s.io/kwok")
+	kwok, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/kwok"), "sigs.k8s.io/kwok")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
 	return ModuleDirs{OCM: ocm, ArgoCD: argo, KWOK: kwok}, nil
 }
 
-func moduleDir(modDir, module string) (string, error) {
+// ModuleDir returns the source folder of module, as required by the go.mod in modDir,
+// downloading it if needed.
+func ModuleDir(modDir, module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = modDir
 	out, err := cmd.Output()
@@ -86,9 +88,13 @@ func moduleDir(modDir, module string) (string, error) {
 		if errors.As(err, &exitErr) {
 			return "", fmt.Errorf("go list -m %s in %s: %s", module, modDir, exitErr.Stderr)
 		}
-		return "", err
+		return "", fmt.Errorf("go list -m %s in %s: %w", module, modDir, err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	path := strings.TrimSpace(string(out))
+	if path == "" {
+		return "", fmt.Errorf("go list -m %s in %s: the module has no source folder; run go mod download", module, modDir)
+	}
+	return path, nil
 }
 
 // Fleet is a running hub and its managed clusters.
@@ -223,22 +229,22 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 
 func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string, ...any)) error {
 	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true, opts.Addon); err != nil {
-		return fmt.Errorf("Argo CD on the hub: %w", err)
+		return fmt.Errorf("install the hub's Argo CD: %w", err)
 	}
 	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
-		return fmt.Errorf("Argo CD on the hub: %w", err)
+		return fmt.Errorf("start the hub's Argo CD: %w", err)
 	}
 	step("Argo CD ApplicationSet controller running on the hub")
 	for _, mc := range f.Clusters {
 		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
-			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+			return fmt.Errorf("install the Argo CD of %s: %w", mc.Name, err)
 		}
 		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
 		if redis != nil {
 			f.redis = append(f.redis, redis)
 		}
 		if err != nil {
-			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+			return fmt.Errorf("start the Argo CD of %s: %w", mc.Name, err)
 		}
 		step("Argo CD application-controller and repo-server running on %s", mc.Name)
 	}
@@ -316,7 +322,7 @@ func (f *Fleet) Helm(ctx context.Context, args ...string) (string, error) {
 		"HELM_CONFIG_HOME="+filepath.Join(f.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(f.Dir, "helm", "data"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 )
 
 // Namespaces of the OCM hub, as the cluster-manager operator creates them.
@@ -147,7 +146,7 @@ func checkWebhookPortsFree() error {
 	for _, addr := range addonWebhookFixedPorts {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("port %s is taken (%v): the addon webhook needs it; is another fleet running? `make fleet-down` stops it", addr, err)
+			return fmt.Errorf("port %s is taken (%w): the addon webhook needs it; is another fleet running? `make fleet-down` stops it", addr, err)
 		}
 		l.Close()
 	}
@@ -199,13 +198,4 @@ func ensureNamespaces(ctx context.Context, kube kubernetes.Interface, names ...s
 		}
 	}
 	return nil
-}
-
-// decodeObject parses one YAML document.
-func decodeObject(doc string) (*unstructured.Unstructured, error) {
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-		return nil, err
-	}
-	return obj, nil
 }

@@ -155,7 +155,10 @@ func waitReady(ctx context.Context, p *Process, url string) error {
 	defer cancel()
 	for {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited before it was ready: %v (see its log)", p.Name, err)
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s exited before it was ready: %w (see its log)", p.Name, err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {

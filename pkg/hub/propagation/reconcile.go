@@ -156,7 +156,7 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.report(ctx, app, out.problem); err != nil {
+	if err := r.recordProblem(ctx, app, out.problem); err != nil {
 		return ctrl.Result{}, err
 	}
 	reason := ""
