@@ -10,9 +10,16 @@ SHELL := /usr/bin/env bash
 BIN_DIR    := $(CURDIR)/bin
 FLEET_DIR  ?= .fleet
 CLUSTERS   ?= cluster1,cluster2
-TOOL_SETS  := etcd k8s ocm argocd kwok helm clusteradm controller-gen
+TOOL_SETS  := etcd k8s ocm argocd kwok helm clusteradm controller-gen golangci-lint
 # The tools the fleet runs; helm and clusteradm are for the install-path e2e tests.
 FLEET_TOOLS := etcd k8s ocm argocd kwok
+# The tools of test-integration: envtest's apiserver and etcd, and helm for the chart.
+INTEGRATION_TOOLS := etcd k8s helm
+# The packages whose tests need an apiserver (envtest or test/sim), helm or a build of the
+# image: they skip in -short mode, which test-unit runs in. The longest first (go test runs
+# them in this order, two at a time on two cores), so that the others run beside them.
+INTEGRATION_PKGS := ./test/fault/... ./pkg/spoke/... ./test/image/... ./test/abuse/... ./pkg/hub/... \
+                    ./test/chart/... ./test/testenv/... ./test/sim/...
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
@@ -38,15 +45,16 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 .PHONY: test
-test: verify test-unit test-fuzz test-bench test-e2e ## Run every check and test suite: static checks, unit, envtest, fault and abuse suites, fuzz, the bench smoke test and e2e on the fleet
+test: verify test-unit test-integration test-fuzz test-bench test-e2e ## Run every check and test suite: static checks and the linter, unit, integration (envtest, chart, abuse, fault), fuzz, the bench smoke test and e2e on the fleet
 
 ##@ Tests
 
 .PHONY: verify
-verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code, CRDs and manifests up to date
+verify: tools-helm tools-golangci-lint ## Static checks: gofmt, go vet, golangci-lint (.golangci.yml), go.mod tidy, generated code, CRDs and manifests up to date
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	$(BIN_DIR)/golangci-lint run ./...
 	@go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
 	go -C hack/image vet .
 	@go -C hack/image mod tidy -diff || { echo "hack/image/go.mod is not tidy: run go -C hack/image mod tidy"; exit 1; }
@@ -54,19 +62,23 @@ verify: tools-helm ## Static checks: gofmt, go vet, go.mod tidy, generated code,
 	hack/verify-manifests.sh
 
 .PHONY: test-unit
-test-unit: fleet-tools tools-helm ## Unit and envtest suites (a real kube-apiserver and etcd from bin/)
-	go test -timeout 20m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e)
+	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+
+.PHONY: test-integration
+test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites on a real kube-apiserver and etcd from bin/: each controller's envtest suite, the chart (helm), the abuse suite (test/abuse), the fault suite (test/fault) and the image (test/image)
+	go test -timeout 20m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-bench
-test-bench: fleet-tools ## The benchmark at SCALE=small as a smoke test: fails on wrong results (a lost work, a change never seen), never on timing
+test-bench: tools-etcd tools-k8s ## The benchmark at SCALE=small as a smoke test: fails on wrong results (a lost work, a change never seen), never on timing
 	go run ./test/bench -scale small -check
 
 .PHONY: bench
-bench: fleet-tools ## Measure propagation, freshness, memory, writes and the agent (test/bench) at SCALE (default full: writes docs/benchmarks.md)
+bench: tools-etcd tools-k8s ## Measure propagation, freshness, memory, writes and the agent (test/bench) at SCALE (default full: writes docs/benchmarks.md)
 	go run ./test/bench -scale $(SCALE) -check $(if $(filter full,$(SCALE)),-out docs/benchmarks.md)
 
 .PHONY: fuzz
@@ -74,7 +86,8 @@ fuzz: ## Run every fuzz target for minutes (FUZZ_LONG each, default 3m)
 	hack/fuzz.sh $(FUZZ_LONG)
 
 .PHONY: test-e2e
-test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
+test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes), and a managed cluster's Pods on KWOK (test/fleet)
+	go test $(GO_TEST_FLAGS) -timeout 10m -run TestManagedClusterRunsPods ./test/fleet
 	go test $(GO_TEST_FLAGS) -v -timeout 40m ./test/e2e -args -ginkgo.v -bin-dir=$(BIN_DIR)
 
 ##@ Fleet
@@ -136,5 +149,5 @@ clean: fleet-down ## Remove bin/ and the run directories
 .PHONY: help
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
-	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } \
+	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
 	  /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -4,6 +4,8 @@
 #
 #   manifests/install.yaml                  everything the chart installs with its defaults,
 #                                           in the namespace argocd-pull-addon (created too)
+#   manifests/uninstall.yaml                the chart's uninstall hook Job, to run by hand
+#                                           before deleting install.yaml
 #   manifests/clustermanagementaddon.yaml   the ClusterManagementAddOn alone (Manual), as
 #                                           the local fleet applies it
 #
@@ -38,8 +40,13 @@ render() {
 {
   header "Install: kubectl apply --server-side -f manifests/install.yaml (needs the namespace argocd to exist)." \
     "For other values use the chart: helm install argocd-pull-addon charts/argocd-pull-addon -n <ns> --create-namespace."
-  render --set createNamespace=true
+  render --set createNamespace=true --no-hooks
 } >"$out/install.yaml"
+
+{
+  header "Uninstall, before kubectl delete -f manifests/install.yaml: kubectl apply -f manifests/uninstall.yaml,"     "then kubectl -n argocd-pull-addon wait --for=condition=complete job/argocd-pull-addon-uninstall --timeout=5m"     "(docs/operations.md, \"Uninstall\"; --mode=remove-apps removes the Applications from the clusters)."
+  render --show-only templates/uninstall.yaml
+} >"$out/uninstall.yaml"
 
 {
   header "The ClusterManagementAddOn alone, install strategy Manual: each cluster opts in with" \

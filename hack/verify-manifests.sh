@@ -8,7 +8,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$root/hack/generate-manifests.sh" "$tmp"
 status=0
-for f in install.yaml clustermanagementaddon.yaml; do
+for f in install.yaml uninstall.yaml clustermanagementaddon.yaml; do
   if ! diff -u "$root/manifests/$f" "$tmp/$f" >"$tmp/$f.diff"; then
     echo "manifests/$f is stale: run hack/generate-manifests.sh (make manifests)" >&2
     head -40 "$tmp/$f.diff" >&2

@@ -6,17 +6,25 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/uninstall"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		os.Exit(runUninstall(os.Args[2:]))
+	}
 	opts := hub.DefaultOptions()
 	var watchNamespaces, agentWatchNamespaces, agentPullSecrets string
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure,
+		"serve the metrics over HTTPS to clients the hub apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling; "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
@@ -66,4 +74,45 @@ func main() {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// runUninstall is `manager uninstall`: the chart's pre-delete hook (docs/operations.md).
+func runUninstall(args []string) int {
+	opts := uninstall.Options{Mode: uninstall.LeaveRunning, AddonName: hub.DefaultOptions().AddonName,
+		ArgoCDNamespace: hub.DefaultOptions().ArgoCDNamespace, Timeout: 5 * time.Minute}
+	fs := flag.NewFlagSet("uninstall", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: manager uninstall [flags]\n\nStops the manager, then leaves the pulled Applications running on their clusters\n"+
+			"(orphans the ManifestWorks) or removes them, releases the hub Applications' finalizers and\n"+
+			"deletes the Argo CD cluster Secrets the manager made.")
+		fs.PrintDefaults()
+	}
+	mode := string(opts.Mode)
+	fs.StringVar(&mode, "mode", mode, fmt.Sprintf("%s: the clusters keep their Applications and workloads; %s: the Applications are removed from the clusters", uninstall.LeaveRunning, uninstall.RemoveApps))
+	fs.StringVar(&opts.AddonName, "addon-name", opts.AddonName, "name of the ClusterManagementAddOn")
+	fs.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of the hub Argo CD (the cluster Secrets)")
+	fs.StringVar(&opts.Namespace, "namespace", "", "namespace of the manager's Deployment and leader election Lease")
+	fs.StringVar(&opts.Deployment, "deployment", "", "the manager's Deployment, scaled to zero first")
+	fs.StringVar(&opts.Lease, "lease", "", "the manager's leader election Lease")
+	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "how long to wait for the manager to stop and for the clusters to act on their works")
+	klog.InitFlags(fs)           // -v and the other klog flags
+	ctrlconfig.RegisterFlags(fs) // --kubeconfig
+	_ = fs.Parse(args)
+	opts.Mode = uninstall.Mode(mode)
+
+	log := klog.NewKlogr()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "load kubeconfig")
+		return 1
+	}
+	ctx := klog.NewContext(ctrl.SetupSignalHandler(), log)
+	res, err := uninstall.Run(ctx, cfg, opts)
+	log.Info("uninstall", "mode", opts.Mode, "orphaned", res.Orphaned, "deleted", res.Deleted, "left", res.Left,
+		"finalizersReleased", res.FinalizersRemoved, "clusterSecretsDeleted", res.SecretsDeleted)
+	if err != nil {
+		log.Error(err, "uninstall failed")
+		return 1
+	}
+	return 0
 }

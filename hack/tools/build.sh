@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one pinned tool set from its wrapper module in hack/tools/<set> into bin/.
 #
-#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, kwok, helm, clusteradm, controller-gen
+#   hack/tools/build.sh <set>      e.g. k8s, etcd, ocm, argocd, kwok, helm, clusteradm, controller-gen, golangci-lint
 #
 # Each set is its own Go module, so its pins never reach the product's go.mod. The build is
 # skipped when bin/.<set>.pin holds the hash of the set's go.mod, go.sum and this script, and
@@ -51,6 +51,9 @@ case $set_name in
   controller-gen)
     targets=(controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen)
     ldflags="-s -w" ;;
+  golangci-lint)
+    targets=(golangci-lint=github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+    ldflags="-s -w -X main.version=2.15.0" ;;
   *) echo "build.sh: no recipe for tool set '$set_name'" >&2; exit 2 ;;
 esac
 

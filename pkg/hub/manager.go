@@ -7,27 +7,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appsetreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appstatus"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/report"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -38,6 +38,11 @@ type Options struct {
 	// "0" disables one.
 	MetricsAddr string
 	ProbeAddr   string
+	// MetricsSecure serves the metrics over HTTPS, to clients the hub apiserver
+	// authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the
+	// non-resource URL /metrics), as controller-runtime's filters do. Off, they are plain
+	// HTTP to anyone who reaches the port.
+	MetricsSecure bool
 	// PprofAddr is the bind address of net/http/pprof, for profiling; "0" (the default)
 	// disables it.
 	PprofAddr string
@@ -76,8 +81,11 @@ type Options struct {
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// ReportWriteInterval is the shortest time between two writes of one
-	// MulticlusterApplicationSetReport.
+	// MulticlusterApplicationSetReport (see appsetreport.Options.WriteInterval).
 	ReportWriteInterval time.Duration
+	// ProgressingHold is how long the status mirror keeps a Progressing written before
+	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
+	ProgressingHold time.Duration
 	// AgentImage is the image of the agent the addon framework deploys to each cluster.
 	AgentImage string
 	// AgentImagePullPolicy is the agent container's imagePullPolicy.
@@ -92,32 +100,47 @@ type Options struct {
 	GracefulShutdown time.Duration
 }
 
+// metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
+// certificate, behind authentication and authorization by the hub apiserver.
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if opts.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
 // DefaultAgentImage is the agent's image unless a flag or a registry override says
 // otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
 const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 
-// DefaultOptions returns the defaults.
+// DefaultOptions returns the defaults: the only defaults of the hub's options; the
+// controllers' options are all required.
 func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
 		ProbeAddr:               ":8081",
 		PprofAddr:               "0",
 		LeaderElect:             true,
 		LeaseDuration:           137 * time.Second,
 		RenewDeadline:           107 * time.Second,
 		RetryPeriod:             26 * time.Second,
-		AddonName:               propagation.DefaultAddonName,
+		AddonName:               clusterreport.DefaultAddonName,
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
-		HubClusterName:          propagation.DefaultHubClusterName,
-		OptOutGracePeriod:       propagation.DefaultOptOutGracePeriod,
-		ClusterSecrets:          true,
-		Concurrency:             4,
-		ReportWriteInterval:     report.DefaultWriteInterval,
-		AgentImage:              DefaultAgentImage,
-		AgentImagePullPolicy:    string(corev1.PullIfNotPresent),
-		AgentWatchNamespaces:    []string{"argocd"},
-		GracefulShutdown:        30 * time.Second,
+		// The name of the hub's own ManagedCluster on ACM hubs.
+		HubClusterName:       "local-cluster",
+		OptOutGracePeriod:    time.Hour,
+		ClusterSecrets:       true,
+		Concurrency:          4,
+		ReportWriteInterval:  time.Second,
+		ProgressingHold:      time.Second,
+		AgentImage:           DefaultAgentImage,
+		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
+		AgentWatchNamespaces: []string{"argocd"},
+		GracefulShutdown:     30 * time.Second,
 	}
 }
 
@@ -144,6 +167,12 @@ func (o Options) Validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
+	if o.HubClusterName == "" {
+		errs = append(errs, errors.New("the hub cluster name is empty"))
+	}
+	if o.ProgressingHold <= 0 {
+		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	}
 	if o.LeaderElect {
 		// client-go's leader election needs LeaseDuration > RenewDeadline > 1.2 RetryPeriod.
 		if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod*6/5 || o.LeaseDuration <= o.RenewDeadline {
@@ -154,15 +183,35 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// NewScheme returns the scheme of every type the hub manager reads or writes.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, propagation.AddToScheme, report.AddToScheme, appstatus.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
+// CacheScope is what the manager's cache keeps (hubcache.Options).
+func (o Options) CacheScope() hubcache.Scope {
+	return hubcache.Scope{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces}
+}
+
+// PropagationOptions are the options of the propagation controllers.
+func (o Options) PropagationOptions() propagation.Options {
+	return propagation.Options{
+		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
+		RequirePlacementBinding: o.RequirePlacementBinding, Concurrency: o.Concurrency,
+		HubClusterName: o.HubClusterName, OptOutGracePeriod: o.OptOutGracePeriod,
+		TakeOverForeignWorks: o.TakeOverForeignWorks,
 	}
-	return scheme, nil
+}
+
+// AppSetReportOptions are the options of the ApplicationSet report controller.
+func (o Options) AppSetReportOptions() appsetreport.Options {
+	return appsetreport.Options{
+		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
+		WriteInterval: o.ReportWriteInterval,
+	}
+}
+
+// AppStatusOptions are the options of the status mirror.
+func (o Options) AppStatusOptions() appstatus.Options {
+	return appstatus.Options{
+		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
+		ProgressingHold: o.ProgressingHold,
+	}
 }
 
 // Run runs the hub addon-manager until ctx ends.
@@ -170,35 +219,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("invalid options: %w", err)
 	}
-	scheme, err := NewScheme()
+	scheme, err := hubcache.NewScheme()
 	if err != nil {
 		return err
 	}
 	gracefulShutdown := opts.GracefulShutdown
-	propagationOpts := propagation.Options{
-		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, WatchNamespaces: opts.WatchNamespaces,
-		RequirePlacementBinding: opts.RequirePlacementBinding, Concurrency: opts.Concurrency,
-		HubClusterName: opts.HubClusterName, OptOutGracePeriod: opts.OptOutGracePeriod,
-		TakeOverForeignWorks: opts.TakeOverForeignWorks,
-	}
-	// One decoder of the agents' reports for the report controller and the status mirror.
-	agentReports := observed.NewReports()
-	reportOpts := report.Options{
-		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,
-		WriteInterval: opts.ReportWriteInterval,
-	}
-	appStatusOpts := appstatus.Options{
-		AddonName: opts.AddonName, WatchNamespaces: opts.WatchNamespaces, Concurrency: opts.Concurrency, Reports: agentReports,
-	}
-	byObject := propagation.CacheByObject(propagationOpts)
-	maps.Copy(byObject, report.CacheByObject(reportOpts))
-	maps.Copy(byObject, statusslices.CacheByObject())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// The controllers never read managedFields; without them the cache of 10,000
-		// Applications and their works is a fraction of the size.
-		Cache:                         cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme:                        scheme,
+		Cache:                         hubcache.Options(opts.CacheScope()),
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElect,
@@ -219,22 +248,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := propagation.Setup(mgr, propagationOpts); err != nil {
-		return fmt.Errorf("set up propagation: %w", err)
+	c, err := hubcache.NewClient(mgr)
+	if err != nil {
+		return err
 	}
-	if err := clustersecret.Setup(mgr, clustersecret.Options{
-		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
-		Disabled: !opts.ClusterSecrets,
-	}); err != nil {
-		return fmt.Errorf("set up cluster secrets: %w", err)
-	}
-	// Both read the agents' status slices, when there are, before their reports.
-	agentReports.WithSlices(statusslices.NewReader(mgr.GetCache(), opts.AddonName))
-	if err := report.Setup(mgr, reportOpts); err != nil {
-		return fmt.Errorf("set up the ApplicationSet reports: %w", err)
-	}
-	if err := appstatus.Setup(mgr, appStatusOpts); err != nil {
-		return fmt.Errorf("set up the Application status mirror: %w", err)
+	if err := SetupControllers(mgr, c, opts); err != nil {
+		return err
 	}
 	addonMgr, err := newAddonManager(cfg, opts)
 	if err != nil {
@@ -265,6 +284,30 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}()
 	return mgr.Start(ctx)
+}
+
+// SetupControllers registers every hub controller with mgr, whose scheme and cache come
+// from hubcache, and hands each what they share: c, the client that reads through the
+// manager's cache (hubcache.NewClient), and one decoder of the agents' reports, which
+// reads their status slices first (statusslices.Reader, through c).
+func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
+	decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
+	if err := propagation.Setup(mgr, c, opts.PropagationOptions()); err != nil {
+		return fmt.Errorf("set up propagation: %w", err)
+	}
+	if err := clustersecret.Setup(mgr, clustersecret.Options{
+		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+		Disabled: !opts.ClusterSecrets,
+	}); err != nil {
+		return fmt.Errorf("set up cluster secrets: %w", err)
+	}
+	if err := appsetreport.Setup(mgr, c, decoder, opts.AppSetReportOptions()); err != nil {
+		return fmt.Errorf("set up the ApplicationSet reports: %w", err)
+	}
+	if err := appstatus.Setup(mgr, c, decoder, opts.AppStatusOptions()); err != nil {
+		return fmt.Errorf("set up the Application status mirror: %w", err)
+	}
+	return nil
 }
 
 // newAddonManager registers the agent with addon-framework's manager.

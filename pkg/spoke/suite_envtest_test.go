@@ -9,8 +9,6 @@ package spoke
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +158,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	t.Helper()
 	hub, spoke := startEnvs(t)
 	t.Parallel()
-	id := randomID()
+	id := testenv.RandomID()
 	f := &fixture{
 		t: t, g: gomega.NewWithT(t), ctx: context.Background(), id: id,
 		hub: hub.Client, spoke: spoke.Client, hubConfig: hub.Config, spokeConfig: spoke.Config,
@@ -196,9 +194,9 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		fo.adjust(&f.opts, &f.tuning)
 	}
 
-	f.createNamespace(f.hub, f.cluster)
-	f.createNamespace(f.spoke, f.appNS)
-	f.createNamespace(f.spoke, f.addonNS)
+	f.g.Expect(testenv.CreateNamespace(f.ctx, f.hub, f.cluster)).To(gomega.Succeed())
+	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.appNS)).To(gomega.Succeed())
+	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.addonNS)).To(gomega.Succeed())
 	f.createAddon()
 	f.grantAgentIdentity()
 
@@ -210,20 +208,6 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	}
 	f.startAgent()
 	return f
-}
-
-// randomID returns 8 random hex characters.
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// createNamespace creates a namespace.
-func (f *fixture) createNamespace(c client.Client, name string) {
-	f.t.Helper()
-	err := c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
 }
 
 // createAddon creates the ManagedClusterAddOn with an Available condition written by

@@ -29,9 +29,10 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appsetreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/report"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 // Names of the healthy Applications the bad input must not harm.
@@ -54,12 +55,12 @@ type harmless struct {
 }
 
 func (s *suite) snapshot() harmless {
-	s.t.Helper()
-	work := s.waitForWork(bystanderApp, clusterGood)
-	app := s.getApp(bystanderApp)
+	s.T.Helper()
+	work := s.WaitForWork(bystanderApp, clusterGood)
+	app := s.GetApp(bystanderApp)
 	status, _, _ := unstructured.NestedMap(app.Object, "status")
 	entry := s.reportEntry(bystanderApp)
-	s.g.Expect(entry).NotTo(gomega.BeNil())
+	s.G.Expect(entry).NotTo(gomega.BeNil())
 	h := harmless{
 		workResourceVersion: work.ResourceVersion, workGeneration: work.Generation,
 		appResourceVersion: app.GetResourceVersion(), appStatus: status, reportEntry: *entry,
@@ -73,15 +74,15 @@ func (s *suite) snapshot() harmless {
 
 // expectUnharmed checks that the bystander and every cluster's report are as before.
 func (s *suite) expectUnharmed(before harmless) {
-	s.t.Helper()
+	s.T.Helper()
 	after := s.snapshot()
-	s.g.Expect(after.workResourceVersion).To(gomega.Equal(before.workResourceVersion), "the bystander's ManifestWork was written")
-	s.g.Expect(after.workGeneration).To(gomega.Equal(before.workGeneration), "the bystander's ManifestWork changed")
-	s.g.Expect(after.appStatus).To(gomega.Equal(before.appStatus), "the bystander's hub status changed")
-	s.g.Expect(after.appResourceVersion).To(gomega.Equal(before.appResourceVersion), "the bystander's hub Application was written")
-	s.g.Expect(after.reportEntry).To(gomega.Equal(before.reportEntry), "the bystander's report entry changed")
+	s.G.Expect(after.workResourceVersion).To(gomega.Equal(before.workResourceVersion), "the bystander's ManifestWork was written")
+	s.G.Expect(after.workGeneration).To(gomega.Equal(before.workGeneration), "the bystander's ManifestWork changed")
+	s.G.Expect(after.appStatus).To(gomega.Equal(before.appStatus), "the bystander's hub status changed")
+	s.G.Expect(after.appResourceVersion).To(gomega.Equal(before.appResourceVersion), "the bystander's hub Application was written")
+	s.G.Expect(after.reportEntry).To(gomega.Equal(before.reportEntry), "the bystander's report entry changed")
 	for cluster, conditions := range before.agentReports {
-		s.g.Expect(after.agentReports[cluster]).To(gomega.Equal(conditions), "the report of cluster %s changed", cluster)
+		s.G.Expect(after.agentReports[cluster]).To(gomega.Equal(conditions), "the report of cluster %s changed", cluster)
 	}
 }
 
@@ -90,9 +91,9 @@ func (s *suite) expectUnharmed(before harmless) {
 // resources, in its status and in the report. It returns the app's entry of the agent
 // report.
 func (s *suite) propagate(name, cluster string) clusterreport.App {
-	s.t.Helper()
-	s.create(s.application(name, cluster))
-	work := s.waitForWork(name, cluster)
+	s.T.Helper()
+	s.Create(s.application(name, cluster))
+	work := s.WaitForWork(name, cluster)
 	s.setFeedback(client.ObjectKeyFromObject(work), "Synced", "Healthy")
 	return reportedApp(name, work, name+"-web")
 }
@@ -100,9 +101,9 @@ func (s *suite) propagate(name, cluster string) clusterreport.App {
 // expectShownHealthy waits until the hub shows app Healthy with its resource, with no
 // condition but the ones the agent reported, in its status and in the report.
 func (s *suite) expectShownHealthy(name string) {
-	s.t.Helper()
-	s.g.Eventually(func(g gomega.Gomega) {
-		app := s.getApp(name)
+	s.T.Helper()
+	s.G.Eventually(func(g gomega.Gomega) {
+		app := s.GetApp(name)
 		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 		g.Expect(health).To(gomega.Equal("Healthy"))
 		resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
@@ -118,7 +119,7 @@ func (s *suite) expectShownHealthy(name string) {
 
 func TestAbuse(t *testing.T) {
 	s := startHub(t)
-	g := s.g
+	g := s.G
 
 	// The healthy fleet: the bystander on the good cluster, the victim on cluster A, each
 	// applied, reported and shown on the hub.
@@ -144,36 +145,36 @@ func TestAbuse(t *testing.T) {
 	}
 
 	run("01 unknown cluster", func(s *suite) {
-		s.create(s.application("to-nowhere", "ghost"))
-		s.expectPropagationError("to-nowhere", propagation.ReasonClusterNotFound, `"ghost"`, "does not exist")
-		s.g.Consistently(func() []string { return s.workKeys("to-nowhere") }, "500ms").Should(gomega.BeEmpty())
+		s.Create(s.application("to-nowhere", "ghost"))
+		s.ExpectPropagationError("to-nowhere", propagation.ReasonClusterNotFound, `"ghost"`, "does not exist")
+		s.G.Consistently(func() []string { return s.WorkKeys("to-nowhere") }, "500ms").Should(gomega.BeEmpty())
 	})
 
 	run("02 addon not enabled", func(s *suite) {
-		s.create(s.application("not-opted-in", clusterNoAddon))
-		s.expectPropagationError("not-opted-in", propagation.ReasonAddonNotEnabled, clusterNoAddon, addonName)
-		s.g.Consistently(func() []string { return s.workKeys("not-opted-in") }, "500ms").Should(gomega.BeEmpty())
+		s.Create(s.application("not-opted-in", clusterNoAddon))
+		s.ExpectPropagationError("not-opted-in", propagation.ReasonAddonNotEnabled, clusterNoAddon, addonName)
+		s.G.Consistently(func() []string { return s.WorkKeys("not-opted-in") }, "500ms").Should(gomega.BeEmpty())
 	})
 
 	run("03 namespace not bound to the cluster", func(s *suite) {
-		s.create(s.application("trespasser", clusterUnbound))
-		s.expectPropagationError("trespasser", propagation.ReasonClusterNotBoundToNamespace, appsNamespace, clusterUnbound)
-		s.g.Consistently(func() []string { return s.workKeys("trespasser") }, "500ms").Should(gomega.BeEmpty())
+		s.Create(s.application("trespasser", clusterUnbound))
+		s.ExpectPropagationError("trespasser", propagation.ReasonClusterNotBoundToNamespace, appsNamespace, clusterUnbound)
+		s.G.Consistently(func() []string { return s.WorkKeys("trespasser") }, "500ms").Should(gomega.BeEmpty())
 	})
 
 	run("04 malformed label value", func(s *suite) {
 		s.propagate("flaky-label", clusterA)
-		work := s.waitForWork("flaky-label", clusterA)
+		work := s.WaitForWork("flaky-label", clusterA)
 		// The apiserver refuses a value with a space: it never reaches the manager.
-		app := s.getApp("flaky-label")
+		app := s.GetApp("flaky-label")
 		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "yes please"})
-		s.g.Expect(apierrors.IsInvalid(s.c.Update(s.ctx, app))).To(gomega.BeTrue(), "the apiserver took a label value with a space")
-		s.updateApp("flaky-label", func(app *unstructured.Unstructured) {
+		s.G.Expect(apierrors.IsInvalid(s.C.Update(s.Ctx, app))).To(gomega.BeTrue(), "the apiserver took a label value with a space")
+		s.UpdateApp("flaky-label", func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "yes_please"})
 		})
-		s.expectPropagationError("flaky-label", propagation.ReasonMalformedLabel, "yes_please", "left as they are")
+		s.ExpectPropagationError("flaky-label", propagation.ReasonMalformedLabel, "yes_please", "left as they are")
 		// The last good work is kept, untouched.
-		s.g.Consistently(func() string { return s.waitForWork("flaky-label", clusterA).ResourceVersion }, "1s").
+		s.G.Consistently(func() string { return s.WaitForWork("flaky-label", clusterA).ResourceVersion }, "1s").
 			Should(gomega.Equal(work.ResourceVersion))
 		s.deleteApp("flaky-label")
 	})
@@ -182,39 +183,39 @@ func TestAbuse(t *testing.T) {
 		// The reference: without the destination annotations, the pulled Application
 		// deploys to its own cluster, whatever server the hub Application names.
 		app := s.application("far-away", clusterA)
-		s.g.Expect(unstructured.SetNestedField(app.Object, "https://api.remote.example.com:6443", "spec", "destination", "server")).To(gomega.Succeed())
-		s.create(app)
-		work := s.waitForWork("far-away", clusterA)
-		s.expectEvent(argoapp.KindApplication, appsNamespace, "far-away", corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, work.Name)
-		destination, _, _ := unstructured.NestedMap(s.payload(work).Object, "spec", "destination")
-		s.g.Expect(destination).To(gomega.Equal(map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"}))
-		s.g.Expect(s.condition("far-away", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
+		s.G.Expect(unstructured.SetNestedField(app.Object, "https://api.remote.example.com:6443", "spec", "destination", "server")).To(gomega.Succeed())
+		s.Create(app)
+		work := s.WaitForWork("far-away", clusterA)
+		s.ExpectEvent(argoapp.KindApplication, appsNamespace, "far-away", corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, work.Name)
+		destination, _, _ := unstructured.NestedMap(testenv.Payload(s.T, work).Object, "spec", "destination")
+		s.G.Expect(destination).To(gomega.Equal(map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"}))
+		s.G.Expect(s.Condition("far-away", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 		s.deleteApp("far-away")
 	})
 
 	run("06 oversized Application", func(s *suite) {
 		s.propagate("bloated", clusterA)
-		work := s.waitForWork("bloated", clusterA)
-		s.updateApp("bloated", func(app *unstructured.Unstructured) {
+		work := s.WaitForWork("bloated", clusterA)
+		s.UpdateApp("bloated", func(app *unstructured.Unstructured) {
 			values := strings.Repeat("x", propagation.MaxManifestsSize)
-			s.g.Expect(unstructured.SetNestedField(app.Object, map[string]any{"values": values}, "spec", "source", "helm")).To(gomega.Succeed())
+			s.G.Expect(unstructured.SetNestedField(app.Object, map[string]any{"values": values}, "spec", "source", "helm")).To(gomega.Succeed())
 		})
-		s.expectPropagationError("bloated", propagation.ReasonPayloadTooLarge, "bytes", fmt.Sprint(propagation.MaxManifestsSize))
+		s.ExpectPropagationError("bloated", propagation.ReasonPayloadTooLarge, "bytes", fmt.Sprint(propagation.MaxManifestsSize))
 		// The last good work is kept, untouched.
-		s.g.Consistently(func() string { return s.waitForWork("bloated", clusterA).ResourceVersion }, "1s").
+		s.G.Consistently(func() string { return s.WaitForWork("bloated", clusterA).ResourceVersion }, "1s").
 			Should(gomega.Equal(work.ResourceVersion))
 		s.deleteApp("bloated")
 	})
 
 	run("07 a name of 253 characters", func(s *suite) {
 		name := "long-" + strings.Repeat("n", 253-len("long-"))
-		s.create(s.application(name, clusterA))
-		work := s.waitForWork(name, clusterA)
-		s.g.Expect(validation.IsDNS1123Subdomain(work.Name)).To(gomega.BeEmpty())
-		s.g.Expect(len(work.Name)).To(gomega.BeNumerically("<=", propagation.MaxManifestWorkNameLength))
-		s.g.Expect(s.payload(work).GetName()).To(gomega.Equal(name), "the spoke Application keeps its name")
-		s.expectEvent(argoapp.KindApplication, appsNamespace, name, corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, work.Name)
-		s.g.Expect(s.condition(name, argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
+		s.Create(s.application(name, clusterA))
+		work := s.WaitForWork(name, clusterA)
+		s.G.Expect(validation.IsDNS1123Subdomain(work.Name)).To(gomega.BeEmpty())
+		s.G.Expect(len(work.Name)).To(gomega.BeNumerically("<=", argoapp.MaxManifestWorkNameLength))
+		s.G.Expect(testenv.Payload(s.T, work).GetName()).To(gomega.Equal(name), "the spoke Application keeps its name")
+		s.ExpectEvent(argoapp.KindApplication, appsNamespace, name, corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, work.Name)
+		s.G.Expect(s.Condition(name, argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 		s.deleteApp(name)
 	})
 
@@ -222,22 +223,22 @@ func TestAbuse(t *testing.T) {
 	// Event on the ManagedClusterAddOn, marks the victim in its status and in the report,
 	// keeps showing the last good report, and recovers when the agent reports well again.
 	corruptReport := func(s *suite, agentConditions []metav1.Condition, words ...string) {
-		s.t.Helper()
+		s.T.Helper()
 		s.setAgentConditions(clusterA, agentConditions)
-		s.expectEvent("ManagedClusterAddOn", clusterA, addonName, corev1.EventTypeWarning, report.ReasonInvalidAgentReport, words...)
-		s.g.Eventually(func(g gomega.Gomega) {
-			message := s.condition(victimApp, observed.ConditionInvalidReport)
+		s.ExpectEvent("ManagedClusterAddOn", clusterA, addonName, corev1.EventTypeWarning, appsetreport.ReasonInvalidAgentReport, words...)
+		s.G.Eventually(func(g gomega.Gomega) {
+			message := s.Condition(victimApp, observed.ConditionInvalidReport)
 			g.Expect(message).To(gomega.SatisfyAll(gomega.ContainSubstring("cluster "+clusterA), gomega.ContainSubstring("last good status")))
-			g.Expect(message).To(gomega.SatisfyAll(containsAll(words)...))
+			g.Expect(message).To(gomega.SatisfyAll(testenv.ContainsAll(words)...))
 			g.Expect(conditionTypes(s.reportEntry(victimApp))).To(gomega.Equal([]string{observed.ConditionInvalidReport}))
 		}).Should(gomega.Succeed())
 		// No data lost: the last good report is still shown.
-		app := s.getApp(victimApp)
+		app := s.GetApp(victimApp)
 		resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-		s.g.Expect(resources).To(gomega.ConsistOf(gomega.HaveKeyWithValue("name", victimApp+"-web")))
-		s.g.Expect(s.appSetReport().Statuses.Resources).To(gomega.ContainElement(appsv1alpha1.ResourceRef{
+		s.G.Expect(resources).To(gomega.ConsistOf(gomega.HaveKeyWithValue("name", victimApp+"-web")))
+		s.G.Expect(s.appSetReport().Statuses.Resources).To(gomega.ContainElement(appsv1alpha1.ResourceRef{
 			APIVersion: "apps/v1", Kind: "Deployment", Namespace: "guestbook", Name: victimApp + "-web"}))
-		s.g.Expect(s.reportEntry(victimApp).HealthStatus).To(gomega.Equal("Healthy"))
+		s.G.Expect(s.reportEntry(victimApp).HealthStatus).To(gomega.Equal("Healthy"))
 
 		// The agent reports well again: the mark goes.
 		s.setAgentConditions(clusterA, victimReport)
@@ -277,8 +278,8 @@ func TestAbuse(t *testing.T) {
 
 	run("11 a report written by another cluster's agent", func(s *suite) {
 		// The addon framework grants each agent its hub Role; wait for cluster B's.
-		s.g.Eventually(func() error {
-			return s.c.Get(s.ctx, types.NamespacedName{Namespace: clusterB, Name: addon.HubRole(addonName).Name}, &rbacv1.RoleBinding{})
+		s.G.Eventually(func() error {
+			return s.C.Get(s.Ctx, types.NamespacedName{Namespace: clusterB, Name: addon.HubRole(addonName).Name}, &rbacv1.RoleBinding{})
 		}).Should(gomega.Succeed(), "the addon framework did not grant cluster %s's agent its hub role", clusterB)
 		// Cluster B's agent, as its client certificate presents it.
 		cfg := rest.CopyConfig(s.env.Config)
@@ -295,19 +296,19 @@ func TestAbuse(t *testing.T) {
 				"message":            `{"v":1,"namespace":"argocd","name":"victim","health":{"status":"Degraded"},"observedAt":"2026-01-02T03:04:05Z"}`,
 				"lastTransitionTime": "2026-01-02T03:04:05Z"}}},
 		})
-		s.g.Expect(err).NotTo(gomega.HaveOccurred())
+		s.G.Expect(err).NotTo(gomega.HaveOccurred())
 		patch := func(cluster string) error {
-			_, err := agentB.AddonV1beta1().ManagedClusterAddOns(cluster).Patch(s.ctx, addonName, types.ApplyPatchType, forged,
+			_, err := agentB.AddonV1beta1().ManagedClusterAddOns(cluster).Patch(s.Ctx, addonName, types.ApplyPatchType, forged,
 				metav1.PatchOptions{FieldManager: "argocd-pull-agent", Force: ptr.To(true)}, "status")
 			return err
 		}
 		err = patch(clusterA)
-		s.g.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "cluster %s's agent patched cluster %s's report: %v", clusterB, clusterA, err)
-		s.g.Expect(err.Error()).To(gomega.ContainSubstring(clusterA))
+		s.G.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "cluster %s's agent patched cluster %s's report: %v", clusterB, clusterA, err)
+		s.G.Expect(err.Error()).To(gomega.ContainSubstring(clusterA))
 		// The same identity may write its own report: the refusal is about the identity.
-		s.g.Expect(patch(clusterB)).To(gomega.Succeed())
+		s.G.Expect(patch(clusterB)).To(gomega.Succeed())
 		s.setAgentConditions(clusterB, s.encodeReport(nil))
-		s.g.Expect(s.agentConditions(clusterA)).To(gomega.Equal(before.agentReports[clusterA]))
+		s.G.Expect(s.agentConditions(clusterA)).To(gomega.Equal(before.agentReports[clusterA]))
 		s.expectShownHealthy(victimApp)
 	})
 
@@ -316,14 +317,14 @@ func TestAbuse(t *testing.T) {
 		// Count the creations and deletions of the app's works from here on.
 		var mu sync.Mutex
 		writes := map[watch.EventType]int{}
-		ctx, stop := context.WithCancel(s.ctx)
+		ctx, stop := context.WithCancel(s.Ctx)
 		defer stop()
 		watcher, err := client.NewWithWatch(s.env.Config, client.Options{Scheme: s.env.Scheme})
-		s.g.Expect(err).NotTo(gomega.HaveOccurred())
+		s.G.Expect(err).NotTo(gomega.HaveOccurred())
 		existing := &workv1.ManifestWorkList{}
-		s.g.Expect(watcher.List(ctx, existing)).To(gomega.Succeed())
+		s.G.Expect(watcher.List(ctx, existing)).To(gomega.Succeed())
 		w, err := watcher.Watch(ctx, &workv1.ManifestWorkList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: existing.ResourceVersion}})
-		s.g.Expect(err).NotTo(gomega.HaveOccurred())
+		s.G.Expect(err).NotTo(gomega.HaveOccurred())
 		go func() {
 			for e := range w.ResultChan() {
 				work, ok := e.Object.(*workv1.ManifestWork)
@@ -340,46 +341,46 @@ func TestAbuse(t *testing.T) {
 		cluster := clusterA
 		for range flips {
 			cluster = map[string]string{clusterA: clusterB, clusterB: clusterA}[cluster]
-			s.updateApp("nomad", func(app *unstructured.Unstructured) {
-				setAnnotation(app, argoapp.AnnotationOCMManagedCluster, cluster)
+			s.UpdateApp("nomad", func(app *unstructured.Unstructured) {
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, cluster)
 			})
 		}
 		final, other := cluster, map[string]string{clusterA: clusterB, clusterB: clusterA}[cluster]
-		work := s.waitForWork("nomad", final)
-		s.g.Expect(s.workKeys("nomad")).NotTo(gomega.ContainElement(gomega.HavePrefix(other + "/")))
-		s.expectEvent(argoapp.KindApplication, appsNamespace, "nomad", corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, final+"/"+work.Name)
-		s.expectEvent(argoapp.KindApplication, appsNamespace, "nomad", corev1.EventTypeNormal, propagation.ReasonManifestWorkDeleted, other+"/")
+		work := s.WaitForWork("nomad", final)
+		s.G.Expect(s.WorkKeys("nomad")).NotTo(gomega.ContainElement(gomega.HavePrefix(other + "/")))
+		s.ExpectEvent(argoapp.KindApplication, appsNamespace, "nomad", corev1.EventTypeNormal, propagation.ReasonManifestWorkApplied, final+"/"+work.Name)
+		s.ExpectEvent(argoapp.KindApplication, appsNamespace, "nomad", corev1.EventTypeNormal, propagation.ReasonManifestWorkDeleted, other+"/")
 
 		// It settles: the app, its work and the counts stay still, and they are bounded by
 		// one creation and one deletion per move.
 		settled := func() string {
-			app := s.getApp("nomad")
-			keys := s.workKeys("nomad")
+			app := s.GetApp("nomad")
+			keys := s.WorkKeys("nomad")
 			mu.Lock()
 			defer mu.Unlock()
 			return fmt.Sprintf("app %s works %v writes %v", app.GetResourceVersion(), keys, writes)
 		}
 		var last string
-		s.g.Eventually(func() bool {
+		s.G.Eventually(func() bool {
 			now := settled()
 			same := now == last
 			last = now
 			return same
 		}).WithPolling(500 * time.Millisecond).Should(gomega.BeTrue())
-		s.g.Consistently(settled, consistently).Should(gomega.Equal(last), "the moving app does not settle")
+		s.G.Consistently(settled, testenv.ConsistentlyTimeout).Should(gomega.Equal(last), "the moving app does not settle")
 		mu.Lock()
 		created, deleted := writes[watch.Added], writes[watch.Deleted]
 		mu.Unlock()
-		s.t.Logf("%d moves: %d works created, %d deleted", flips, created, deleted)
-		s.g.Expect(created).To(gomega.BeNumerically("<=", flips))
-		s.g.Expect(deleted).To(gomega.BeNumerically("<=", flips))
-		s.g.Expect(created).To(gomega.BeNumerically(">=", 1))
-		s.g.Expect(deleted-created).To(gomega.Equal(0), "one work before, one after")
-		s.g.Expect(s.condition("nomad", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
+		s.T.Logf("%d moves: %d works created, %d deleted", flips, created, deleted)
+		s.G.Expect(created).To(gomega.BeNumerically("<=", flips))
+		s.G.Expect(deleted).To(gomega.BeNumerically("<=", flips))
+		s.G.Expect(created).To(gomega.BeNumerically(">=", 1))
+		s.G.Expect(deleted-created).To(gomega.Equal(0), "one work before, one after")
+		s.G.Expect(s.Condition("nomad", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 		s.deleteApp("nomad")
 	})
 
 	// Last, all the bad input together has not harmed anything either, and stays so.
-	g.Consistently(func() string { return s.waitForWork(bystanderApp, clusterGood).ResourceVersion }, "1s").
+	g.Consistently(func() string { return s.WaitForWork(bystanderApp, clusterGood).ResourceVersion }, "1s").
 		Should(gomega.Equal(before.workResourceVersion))
 }

@@ -39,7 +39,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	if err != nil {
 		return err
 	}
-	defer spoke.Stop()
+	defer func() { _ = spoke.Stop() }()
 	if err := hub.CreateCluster(ctx, agentCluster); err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	addonKey := types.NamespacedName{Namespace: agentCluster, Name: sim.AddonName}
 	err = waitFor(ctx, 2*time.Minute, func() (bool, error) {
 		if exited, err := agent.Exited(); exited {
-			return false, fmt.Errorf("the agent exited: %v", err)
+			return false, fmt.Errorf("the agent exited: %w", err)
 		}
 		if err := hub.Client.Get(ctx, addonKey, addon); err != nil {
 			return false, err

@@ -97,7 +97,7 @@ func procLine(path, prefix string) string {
 
 func procValue(path, prefix string) int64 {
 	var n int64
-	fmt.Sscanf(strings.TrimSuffix(procLine(path, strings.TrimSuffix(prefix, ":")), " kB"), "%d", &n)
+	_, _ = fmt.Sscanf(strings.TrimSuffix(procLine(path, strings.TrimSuffix(prefix, ":")), " kB"), "%d", &n) // 0 when absent
 	return n
 }
 

@@ -43,7 +43,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer hub.Stop()
+	defer func() { _ = hub.Stop() }()
 	if scale.OnlyAgent {
 		if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
 			return r, err

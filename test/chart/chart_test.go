@@ -40,6 +40,9 @@ const (
 // bin/helm is missing.
 func paths(t *testing.T) (root, helm, chart string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs bin/helm: skipped in -short mode")
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +153,9 @@ func TestDefaults(t *testing.T) {
 		"AddOnDeploymentConfig " + namespace + "/" + addonName + "-default",
 		"ClusterManagementAddOn /" + addonName,
 		"ClusterRole /" + managerName,
+		"ClusterRole /" + managerName + "-metrics-reader",
 		"ClusterRoleBinding /" + managerName,
+		"Job " + namespace + "/" + release + "-uninstall", // the pre-delete hook
 		"ConfigMap " + argocdNS + "/ocm-placement-generator",
 		"CustomResourceDefinition /" + crdName,
 		"CustomResourceDefinition /applicationstatusslices.argocd-pull.open-cluster-management.io",

@@ -3,14 +3,20 @@ package chart
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -82,6 +88,8 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms(argocdScope, "", "configmaps", "", "", "get", "list"),
 			perms(cluster, "", "pods", "", "", "create"),
 			perms(cluster, "apps", "deployments", "", "", "create", "update"),
+			perms(releaseScope, "apps", "deployments", managerName, "", "update", "patch"),
+			perms(releaseScope, "apps", "deployments/scale", "someone-else", "", "update"),
 			perms(cluster, "", "serviceaccounts/token", "", "", "create"),
 			perms(cluster, "", "users", "", "", "impersonate"),
 			perms(cluster, "rbac.authorization.k8s.io", "clusterroles", "", "", "create", "update", "bind", "escalate"),
@@ -97,6 +105,11 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update"),
 			perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "", "deletecollection"),
 			perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "", "create", "delete"),
+			perms("cluster1", "addon.open-cluster-management.io", "managedclusteraddons", "another-addon", "", "get", "update"),
+			perms("cluster1", "addon.open-cluster-management.io", "managedclusteraddons/status", "another-addon", "", "patch"),
+			perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "another-addon", "", "get", "patch"),
+			perms("cluster1", "rbac.authorization.k8s.io", "roles", "another-role", "", "get", "update"),
+			perms("cluster1", "rbac.authorization.k8s.io", "rolebindings", "another-binding", "", "get", "update"),
 			perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "", "create", "update", "delete"),
 			perms(cluster, "addon.open-cluster-management.io", "addondeploymentconfigs", "", "", "create", "update"),
 			perms(cluster, "argoproj.io", "applications", "", "", "create", "delete"),
@@ -223,9 +236,12 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 	}
 	must(t, c.Create(ctx, app))
 
+	metricsPort, err := freePort()
+	must(t, err)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	var log bytes.Buffer
 	cmd := exec.Command(manager, "--kubeconfig="+kubeconfig, "--leader-election-namespace="+namespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--v=4")
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--v=4")
 	// The chart's own flags, but the manager runs outside a Pod.
 	for _, arg := range managerArgs(t, objs) {
 		if !strings.HasPrefix(arg, "--metrics-bind-address") && !strings.HasPrefix(arg, "--health-probe-bind-address") {
@@ -279,10 +295,12 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 		_, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(namespace).Get(ctx, addonName+"-addon-manager", metav1.GetOptions{})
 		return err == nil
 	})
+	scrapeMetrics(t, env, "https://"+metricsAddr+"/metrics")
 	// Let the remaining controllers (the framework's deploy, config and CSR controllers)
 	// sync once more before reading the log.
 	time.Sleep(3 * time.Second)
 	stop()
+	uninstallAsManager(t, env, manager, kubeconfig, &log)
 	if !strings.Contains(log.String(), "starting the hub addon-manager") {
 		t.Errorf("the manager did not log its start")
 	}
@@ -319,4 +337,101 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// scrapeMetrics proves that the chart serves the manager's metrics only to whom the hub
+// apiserver authenticates and authorizes: no token is refused (401), a service account
+// without the chart's metrics-reader ClusterRole too (403), one bound to it reads them.
+func scrapeMetrics(t *testing.T, env *testenv.Env, url string) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	token := func(name string) string {
+		_, err := kube.CoreV1().ServiceAccounts("other").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		must(t, client.IgnoreAlreadyExists(err))
+		tr, err := kube.CoreV1().ServiceAccounts("other").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		must(t, err)
+		return tr.Status.Token
+	}
+	_, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: managerName + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "other", Name: "prometheus"}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	// The server's certificate is self-signed, as controller-runtime makes it.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test reads the manager's self-signed metrics endpoint
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		must(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	denied, prometheus := token("denied"), token("prometheus")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		code, body := get(prometheus)
+		if code == http.StatusOK && strings.Contains(body, `controller_runtime_reconcile_total{controller="argocd-pull-propagation"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the metrics of the manager to the prometheus service account: %d %.300s", code, body)
+		}
+	}
+	if code, body := get(""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a token: %d, want 401: %.200s", code, body)
+	}
+	if code, body := get(denied); code != http.StatusForbidden {
+		t.Errorf("metrics to a service account without the metrics-reader ClusterRole: %d, want 403: %.200s", code, body)
+	}
+}
+
+// uninstallAsManager runs the chart's uninstall hook command as the chart's manager
+// identity, once the manager stopped: the manager's Deployment is scaled to zero, the
+// works (none has a work agent's finalizer here) and the cluster Secret are deleted, and
+// nothing is refused.
+func uninstallAsManager(t *testing.T, env *testenv.Env, manager, kubeconfig string, managerLog *bytes.Buffer) {
+	t.Helper()
+	ctx := context.Background()
+	cmd := exec.Command(manager, "uninstall", "--kubeconfig="+kubeconfig, "--mode=remove-apps", "--addon-name="+addonName,
+		"--argocd-namespace="+argocdNS, "--namespace="+namespace, "--deployment="+managerName,
+		"--lease="+addonName+"-addon-manager", "--timeout=30s", "--v=4")
+	out, err := cmd.CombinedOutput()
+	managerLog.WriteString("--- manager uninstall\n")
+	managerLog.Write(out)
+	if err != nil {
+		t.Fatalf("manager uninstall: %v", err)
+	}
+	c := env.Client
+	works := &workv1.ManifestWorkList{}
+	must(t, c.List(ctx, works, client.HasLabels{argoapp.LabelAddon}))
+	if len(works.Items) != 0 {
+		t.Errorf("works left after uninstall: %d", len(works.Items))
+	}
+	secrets := &corev1.SecretList{}
+	must(t, c.List(ctx, secrets, client.InNamespace(argocdNS), client.MatchingLabels{argoapp.LabelSecretType: argoapp.SecretTypeCluster}))
+	if len(secrets.Items) != 0 {
+		t.Errorf("cluster Secrets left after uninstall: %d", len(secrets.Items))
+	}
+	scale, err := kubernetes.NewForConfigOrDie(env.Config).AppsV1().Deployments(namespace).GetScale(ctx, managerName, metav1.GetOptions{})
+	must(t, err)
+	if scale.Spec.Replicas != 0 {
+		t.Errorf("the manager's replicas after uninstall: %d, want 0", scale.Spec.Replicas)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

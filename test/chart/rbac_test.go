@@ -49,23 +49,30 @@ func perms(s scope, group, resource, named, why string, verbs ...string) []permi
 // needed lists what the manager does, read from pkg/hub and from addon-framework v1.3.0's
 // addonmanager. It is the definition of "least privilege" for the chart: the chart must
 // grant each (TestRBACAgainstAPIServer) and nothing else (TestRBACGrantsOnlyWhatIsNeeded).
+// agentRole names the agent's hub Role and RoleBinding in each cluster namespace.
+const agentRole = "open-cluster-management:" + addonName + ":agent"
+
 var needed = slices.Concat(
 	perms(cluster, "argoproj.io", "applications", "", "propagation: finalizers, .operation, refresh; appstatus: status", "get", "list", "watch", "patch"),
 	perms(cluster, "argoproj.io", "applicationsets", "", "report controller", "get", "list", "watch"),
 	perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "propagation (apply, delete), framework agent deploy", "get", "list", "watch", "create", "patch", "delete"),
 	perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "propagation, cluster secrets, framework", "get", "list", "watch"),
 	perms(cluster, "cluster.open-cluster-management.io", "placementdecisions", "", "tenant gate", "get", "list", "watch"),
-	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "opt-in, framework finalizers", "get", "list", "watch", "update"),
-	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/status", "", "PropagationPaused, framework status", "patch"),
-	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/finalizers", "", "blockOwnerDeletion on objects owned by the addon", "update"),
-	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "pause switch, framework lifecycle annotation", "get", "list", "watch", "patch"),
-	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons/status", "", "framework cmaconfig", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "opt-in, framework", "list", "watch"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", addonName, "framework finalizers", "get", "update"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/status", addonName, "PropagationPaused, framework status", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/finalizers", addonName, "blockOwnerDeletion on objects owned by the addon", "update"),
+	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "pause switch", "list", "watch"),
+	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", addonName, "framework lifecycle annotation", "get", "patch"),
+	perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons/status", addonName, "framework cmaconfig", "patch"),
 	perms(cluster, "addon.open-cluster-management.io", "addondeploymentconfigs", "", "framework addonconfig, agent manifests", "get", "list", "watch"),
 	perms(cluster, "certificates.k8s.io", "certificatesigningrequests", "", "framework CSR approval", "get", "list", "watch"),
 	perms(cluster, "certificates.k8s.io", "certificatesigningrequests/approval", "", "framework CSR approval", "update"),
 	perms(cluster, "certificates.k8s.io", "signers", apiClientSigner, "framework CSR approval", "approve"),
-	perms(cluster, "rbac.authorization.k8s.io", "roles", "", "the agent's hub Role (utils.ApplyRole)", "get", "create", "update"),
-	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", "", "the agent's hub RoleBinding", "get", "create", "update"),
+	perms(cluster, "rbac.authorization.k8s.io", "roles", "", "the agent's hub Role (utils.ApplyRole)", "create"),
+	perms(cluster, "rbac.authorization.k8s.io", "roles", agentRole, "the agent's hub Role (utils.ApplyRole)", "get", "update"),
+	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", "", "the agent's hub RoleBinding", "create"),
+	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", agentRole, "the agent's hub RoleBinding", "get", "update"),
 	perms(cluster, "", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "patch", "delete"),
@@ -76,6 +83,9 @@ var needed = slices.Concat(
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
 	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),
+	perms(releaseScope, "apps", "deployments/scale", managerName, "uninstall hook: stop the manager first", "get", "update"),
+	perms(cluster, "authentication.k8s.io", "tokenreviews", "", "secure metrics: who scrapes", "create"),
+	perms(cluster, "authorization.k8s.io", "subjectaccessreviews", "", "secure metrics: may they get /metrics", "create"),
 )
 
 // grantedBy expands rules into permissions of scope s; it fails on a wildcard.

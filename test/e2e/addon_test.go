@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -36,8 +37,51 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 		enabled, other = theFleet.Clusters[0], theFleet.Clusters[2] // the pull suite uses the second
 	})
 
+	// On a stock OCM spoke the work agent applies with the admin ClusterRole plus the
+	// ClusterRoles labelled aggregate-to-work; admin covers no Argo CD kind. The fleet's
+	// klusterlet runs with exactly that RBAC, so a work carrying an Application is
+	// forbidden until the addon's agent ships its aggregate-to-work ClusterRole.
+	const forbiddenWork = "addon-before-enable"
+	It("cannot apply an Application on a cluster before the addon is enabled there", func(ctx SpecContext) {
+		// Another suite may have left the addon enabled on the cluster.
+		err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+		Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "disable the addon on %s: %v", enabled.Name, err)
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "the addon's ClusterRole before enabling")
+		mw := fleet.ManifestWork(forbiddenWork, enabled.Name, fleet.GuestbookApplication(forbiddenWork, theFleet.Git.URL()))
+		_, err = works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return manifestApplied(ctx, works, enabled.Name, forbiddenWork)
+		}).Should(And(HavePrefix("False:"), ContainSubstring("forbidden"),
+			ContainSubstring(`"system:serviceaccount:open-cluster-management-agent:`+fleet.KlusterletServiceAccount+`"`),
+			ContainSubstring(`"applications" in API group "argoproj.io"`)))
+	})
+
 	It("is enabled on one cluster with clusteradm", func(ctx SpecContext) {
 		clusteradmEnable(ctx, enabled.Name)
+	})
+
+	It("ships the work agent's ClusterRole, so the forbidden work applies", func(ctx SpecContext) {
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, forbiddenWork, metav1.DeleteOptions{})).To(Succeed())
+		})
+		eventually(ctx, func(ctx context.Context) (map[string]string, error) {
+			role, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return role.Labels, nil
+		}).Should(HaveKeyWithValue(fleet.AggregateToWorkLabel, "true"))
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return manifestApplied(ctx, works, enabled.Name, forbiddenWork)
+		}).Should(HavePrefix("True:"))
+		spokeDyn, err := dynamic.NewForConfig(enabled.Config)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, forbiddenWork, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the work agent created the Application")
 	})
 
 	It("installs the agent through a ManifestWork, and the agent's lease makes the addon Available", func(ctx SpecContext) {
@@ -120,5 +164,24 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 			}
 			return list.Items, nil
 		}).ShouldNot(ContainElement(HaveField("Name", "addon-"+addonName+"-deploy-0")))
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "the work agent's ClusterRole leaves with the agent")
 	})
 })
+
+// manifestApplied is "<status>: <message>" of the Applied condition of the work's first
+// manifest, where the work agent says why it could not apply it; "" until it tried.
+func manifestApplied(ctx context.Context, works workclient.Interface, cluster, name string) (string, error) {
+	mw, err := works.WorkV1().ManifestWorks(cluster).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(mw.Status.ResourceStatus.Manifests) == 0 {
+		return "", err
+	}
+	for _, c := range mw.Status.ResourceStatus.Manifests[0].Conditions {
+		if c.Type == workv1.WorkApplied {
+			return string(c.Status) + ": " + c.Message, nil
+		}
+	}
+	return "", nil
+}

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,10 +85,32 @@ var _ = Describe("The local fleet", Ordered, func() {
 	It("syncs an Argo CD Application that a ManifestWork delivers, and feeds its status back to the hub", func(ctx SpecContext) {
 		app := fleet.GuestbookApplication("smoke-guestbook", theFleet.Git.URL())
 		for _, mc := range theFleet.Clusters {
+			// The klusterlet's work agent may apply Applications only once a ClusterRole
+			// labelled aggregate-to-work allows it, as on a stock OCM spoke: without the
+			// addon, the platform engineer grants it.
+			role := &rbacv1.ClusterRole{
+				ObjectMeta: metav1.ObjectMeta{Name: "e2e-smoke-work-applications", Labels: map[string]string{fleet.AggregateToWorkLabel: "true"}},
+				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{fleet.ApplicationGVR.Group}, Resources: []string{fleet.ApplicationGVR.Resource}, Verbs: []string{"*"}}},
+			}
+			_, err := mc.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				Expect(mc.Kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})).To(Succeed())
+			})
+		}
+		for _, mc := range theFleet.Clusters {
 			mw := fleet.ManifestWork("smoke-guestbook", mc.Name, app)
 			mw.Spec.ManifestConfigs = []workv1.ManifestConfigOption{fleet.ApplicationStatusFeedback(app)}
 			_, err := works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
+			// Before the ClusterRole goes: the work agent deletes the Application.
+			DeferCleanup(func(ctx SpecContext) {
+				Expect(works.WorkV1().ManifestWorks(mc.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
+				eventually(ctx, func(ctx context.Context) bool {
+					_, err := works.WorkV1().ManifestWorks(mc.Name).Get(ctx, mw.Name, metav1.GetOptions{})
+					return apierrors.IsNotFound(err)
+				}).Should(BeTrue(), "the smoke work on %s removed", mc.Name)
+			})
 		}
 		head, err := theFleet.Git.Head()
 		Expect(err).NotTo(HaveOccurred())

@@ -57,14 +57,6 @@ func (w hubWrites) since(before hubWrites) writeDelta {
 	return writeDelta{w.requests.WritesSince(before.requests)}
 }
 
-// countHubWrites reads the hub's write counts, waits window, and returns the writes made
-// meanwhile.
-func countHubWrites(ctx context.Context, window time.Duration) writeDelta {
-	before := readHubWrites(ctx)
-	sleep(ctx, window)
-	return readHubWrites(ctx).since(before)
-}
-
 // of sums the writes to resource, every verb and subresource (status included).
 func (d writeDelta) of(resource string) int {
 	n := 0.0

@@ -132,18 +132,6 @@ func setOtherCondition(app *unstructured.Unstructured, value string) error {
 	return unstructured.SetNestedSlice(app.Object, items, "status", "conditions")
 }
 
-// conditionMessage returns the message of the app's condition of type t, or "".
-func conditionMessage(app *unstructured.Unstructured, t string) string {
-	items, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
-	for _, item := range items {
-		if c, _ := item.(map[string]any); c["type"] == t {
-			m, _ := c["message"].(string)
-			return m
-		}
-	}
-	return ""
-}
-
 // injection is the Argo CD condition a cluster's agent reports for an app, or none.
 type injection struct {
 	cluster, app string
@@ -231,7 +219,9 @@ func TestConflictStorm(t *testing.T) {
 			g.Expect(app.GetAnnotations()).To(gomega.HaveKeyWithValue(otherAnnotation, "written by the other writer: "+last), app.GetName())
 			urls, _, _ := unstructured.NestedStringSlice(app.Object, "status", "summary", "externalURLs")
 			g.Expect(urls).To(gomega.Equal([]string{otherURL(last)}), app.GetName())
-			g.Expect(conditionMessage(app, otherCondition)).To(gomega.Equal(last), app.GetName())
+			message, _, err := argoapp.FindCondition(app, otherCondition)
+			g.Expect(err).NotTo(gomega.HaveOccurred(), app.GetName())
+			g.Expect(message).To(gomega.Equal(last), app.GetName())
 			g.Expect(app.GetFinalizers()).NotTo(gomega.ContainElement(argoapp.FinalizerManifestWorkCleanup), app.GetName())
 			syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 			health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")

@@ -11,6 +11,6 @@
 //     clusters' agents keep changing what they report. No status and no foreign field
 //     may be lost, and the manager must go quiet once the storm is over.
 //
-// The tests run in `make test-unit`; they skip in -short mode. FAULT_DIR=<dir> keeps
+// The tests run in `make test-integration`; they skip in -short mode (`make test-unit`). FAULT_DIR=<dir> keeps
 // each test's manager log and kubeconfigs in <dir>/<test name>.
 package fault

@@ -193,8 +193,11 @@ func (cp *ControlPlane) waitReady(ctx context.Context, sup *supervisor) error {
 		}
 		return string(body) == "ok", nil
 	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%s apiserver not ready (last: %w): %w", cp.Name, last, err)
+	}
 	if err != nil {
-		return fmt.Errorf("%s apiserver not ready (last: %v): %w", cp.Name, last, err)
+		return fmt.Errorf("%s apiserver not ready: %w", cp.Name, err)
 	}
 	return nil
 }

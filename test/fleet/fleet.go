@@ -62,22 +62,24 @@ type ModuleDirs struct {
 // ResolveModuleDirs asks the go command where the pinned tool modules of hack/tools live,
 // downloading them if needed.
 func ResolveModuleDirs(repoRoot string) (ModuleDirs, error) {
-	ocm, err := moduleDir(filepath.Join(repoRoot, "hack/tools/ocm"), "open-cluster-management.io/ocm")
+	ocm, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/ocm"), "open-cluster-management.io/ocm")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
-	argo, err := moduleDir(filepath.Join(repoRoot, "hack/tools/argocd"), "github.com/argoproj/argo-cd/v3")
+	argo, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/argocd"), "github.com/argoproj/argo-cd/v3")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
-	kwok, err := moduleDir(filepath.Join(repoRoot, "hack/tools/kwok"), "sigs.k8s.io/kwok")
+	kwok, err := ModuleDir(filepath.Join(repoRoot, "hack/tools/kwok"), "sigs.k8s.io/kwok")
 	if err != nil {
 		return ModuleDirs{}, err
 	}
 	return ModuleDirs{OCM: ocm, ArgoCD: argo, KWOK: kwok}, nil
 }
 
-func moduleDir(modDir, module string) (string, error) {
+// ModuleDir returns the source folder of module, as required by the go.mod in modDir,
+// downloading it if needed.
+func ModuleDir(modDir, module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = modDir
 	out, err := cmd.Output()
@@ -86,9 +88,13 @@ func moduleDir(modDir, module string) (string, error) {
 		if errors.As(err, &exitErr) {
 			return "", fmt.Errorf("go list -m %s in %s: %s", module, modDir, exitErr.Stderr)
 		}
-		return "", err
+		return "", fmt.Errorf("go list -m %s in %s: %w", module, modDir, err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	path := strings.TrimSpace(string(out))
+	if path == "" {
+		return "", fmt.Errorf("go list -m %s in %s: the module has no source folder; run go mod download", module, modDir)
+	}
+	return path, nil
 }
 
 // Fleet is a running hub and its managed clusters.
@@ -104,6 +110,7 @@ type Fleet struct {
 	cancel  context.CancelFunc // stops the pod runners
 	runners sync.WaitGroup
 	pods    []*podRunner
+	addon   Options // how the addon was installed (Addon, Chart, HelmValues, BinDir)
 }
 
 // ManagedCluster is a managed cluster's control plane, joined to the hub.
@@ -230,15 +237,15 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 
 func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string, ...any)) error {
 	if err := installArgoCD(ctx, f.Hub, opts.Modules.ArgoCD, true, opts.Addon); err != nil {
-		return fmt.Errorf("Argo CD on the hub: %w", err)
+		return fmt.Errorf("install the hub's Argo CD: %w", err)
 	}
 	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
-		return fmt.Errorf("Argo CD on the hub: %w", err)
+		return fmt.Errorf("start the hub's Argo CD: %w", err)
 	}
 	step("Argo CD ApplicationSet controller running on the hub")
 	for _, mc := range f.Clusters {
 		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
-			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+			return fmt.Errorf("install the Argo CD of %s: %w", mc.Name, err)
 		}
 		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
 		if redis != nil {
@@ -246,7 +253,7 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 			mc.ArgoCDRedis = redis.Addr()
 		}
 		if err != nil {
-			return fmt.Errorf("Argo CD on %s: %w", mc.Name, err)
+			return fmt.Errorf("start the Argo CD of %s: %w", mc.Name, err)
 		}
 		step("Argo CD application-controller and repo-server running on %s", mc.Name)
 	}
@@ -263,28 +270,19 @@ const (
 	AgentLabelSelector   = "app.kubernetes.io/part-of=argocd-pull,app.kubernetes.io/name=argocd-pull-agent"
 )
 
+// UninstallJobLabelSelector selects the chart's uninstall hook Job, which the fleet runs
+// on the hub as the job controller and a kubelet would.
+const UninstallJobLabelSelector = "app.kubernetes.io/part-of=argocd-pull,app.kubernetes.io/component=uninstall"
+
 func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
-	args := []string{"install", "argocd-pull-addon", opts.Chart, "--namespace", AddonReleaseNamespace, "--create-namespace",
-		"--kubeconfig", f.Hub.Kubeconfig, "--wait=false"}
-	// A Pod has its own network; these processes share the host's, so the manager's
-	// endpoints get free ports.
-	ports, err := freePorts(2)
-	if err != nil {
+	f.addon = opts
+	if err := f.InstallAddon(ctx); err != nil {
 		return err
-	}
-	args = append(args, "--set", "metrics.port="+strconv.Itoa(ports[0]), "--set", "healthProbePort="+strconv.Itoa(ports[1]))
-	for _, v := range opts.HelmValues {
-		args = append(args, "--set", v)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(opts.BinDir, "helm"), args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(f.Dir, "helm", "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(f.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(f.Dir, "helm", "data"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector, pods: map[string]*runningPod{}}}
+	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector,
+		jobSelector: UninstallJobLabelSelector, pods: map[string]*runningPod{}}}
 	for _, mc := range f.Clusters {
 		r := &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector,
 			kubelet: true, pods: map[string]*runningPod{}}
@@ -302,6 +300,44 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 		}()
 	}
 	return nil
+}
+
+// InstallAddon installs the addon's chart on the hub with `helm install`, with the values
+// the fleet started with and then values (each a --set). The fleet runs the manager once
+// the chart is in.
+func (f *Fleet) InstallAddon(ctx context.Context, values ...string) error {
+	args := []string{"install", "argocd-pull-addon", f.addon.Chart, "--namespace", AddonReleaseNamespace, "--create-namespace", "--wait=false"}
+	// A Pod has its own network; these processes share the host's, so the manager's
+	// endpoints get free ports.
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	args = append(args, "--set", "metrics.port="+strconv.Itoa(ports[0]), "--set", "healthProbePort="+strconv.Itoa(ports[1]))
+	for _, v := range append(append([]string(nil), f.addon.HelmValues...), values...) {
+		args = append(args, "--set", v)
+	}
+	_, err = f.Helm(ctx, args...)
+	return err
+}
+
+// UninstallAddon runs `helm uninstall` of the addon as a user would, the chart's
+// pre-delete hook included, and returns helm's output.
+func (f *Fleet) UninstallAddon(ctx context.Context) (string, error) {
+	return f.Helm(ctx, "uninstall", "argocd-pull-addon", "--namespace", AddonReleaseNamespace, "--timeout", "5m")
+}
+
+// Helm runs the fleet's helm against the hub.
+func (f *Fleet) Helm(ctx context.Context, args ...string) (string, error) {
+	args = append(args, "--kubeconfig", f.Hub.Kubeconfig)
+	cmd := exec.CommandContext(ctx, filepath.Join(f.addon.BinDir, "helm"), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(f.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(f.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(f.Dir, "helm", "data"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
 }
 
 // Cluster returns the managed cluster called name, or nil.

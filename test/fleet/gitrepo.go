@@ -106,7 +106,7 @@ func (r *GitRepo) Head() (string, error) {
 func (r *GitRepo) git(args ...string) error {
 	out, err := exec.Command("git", append([]string{"-C", r.Dir}, args...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 )
 
 // Namespaces of the OCM hub, as the cluster-manager operator creates them.
@@ -102,8 +101,12 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 	if err := checkWebhookPortsFree(); err != nil {
 		return err
 	}
+	kubeconfigs, err := installHubRBAC(ctx, applier, cp, ocmDir)
+	if err != nil {
+		return err
+	}
 	if _, err := sup.start(processSpec{Name: "hub-addon-webhook", Path: filepath.Join(bin, "addon"), Args: []string{
-		"webhook-server", "--port=" + strconv.Itoa(ports[0]), "--certdir=" + webhookDir, "--kubeconfig=" + cp.Kubeconfig,
+		"webhook-server", "--port=" + strconv.Itoa(ports[0]), "--certdir=" + webhookDir, "--kubeconfig=" + kubeconfigs["hub-addon-webhook"],
 	}}); err != nil {
 		return err
 	}
@@ -117,8 +120,8 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 		return err
 	}
 
-	common := func(port int) []string {
-		return []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=" + hubNamespace,
+	common := func(process string, port int) []string {
+		return []string{"--kubeconfig=" + kubeconfigs[process], "--namespace=" + hubNamespace,
 			"--disable-leader-election", "--listen=127.0.0.1:" + strconv.Itoa(port)}
 	}
 	for i, c := range []struct{ name, binary, sub string }{
@@ -128,7 +131,7 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 		{"hub-addon-manager", "addon", "manager"},
 	} {
 		if _, err := sup.start(processSpec{Name: c.name, Path: filepath.Join(bin, c.binary),
-			Args: append([]string{c.sub}, common(ports[i+1])...)}); err != nil {
+			Args: append([]string{c.sub}, common(c.name, ports[i+1])...)}); err != nil {
 			return err
 		}
 	}
@@ -143,7 +146,7 @@ func checkWebhookPortsFree() error {
 	for _, addr := range addonWebhookFixedPorts {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("port %s is taken (%v): the addon webhook needs it; is another fleet running? `make fleet-down` stops it", addr, err)
+			return fmt.Errorf("port %s is taken (%w): the addon webhook needs it; is another fleet running? `make fleet-down` stops it", addr, err)
 		}
 		l.Close()
 	}
@@ -195,13 +198,4 @@ func ensureNamespaces(ctx context.Context, kube kubernetes.Interface, names ...s
 		}
 	}
 	return nil
-}
-
-// decodeObject parses one YAML document.
-func decodeObject(doc string) (*unstructured.Unstructured, error) {
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-		return nil, err
-	}
-	return obj, nil
 }

@@ -30,9 +30,10 @@ const (
 	defaultClusterSet = "default"
 )
 
-// joinCluster installs the klusterlet's CRDs on the managed cluster, runs the klusterlet
-// agent (registration and work in one process, "singleton" mode) with a bootstrap token
-// for the hub, and accepts the cluster on the hub as `clusteradm accept` does.
+// joinCluster installs the klusterlet's CRDs and RBAC on the managed cluster, runs the
+// klusterlet agent (registration and work in one process, "singleton" mode) as its service
+// account with a bootstrap token for the hub, and accepts the cluster on the hub as
+// `clusteradm accept` does.
 func joinCluster(ctx context.Context, sup *supervisor, bin string, hub, spoke *ControlPlane, ocmDir string) error {
 	applier, err := NewApplier(spoke.Config)
 	if err != nil {
@@ -48,6 +49,15 @@ func joinCluster(ctx context.Context, sup *supervisor, bin string, hub, spoke *C
 		return err
 	}
 	if err := ensureNamespaces(ctx, spoke.Kube, klusterletNamespace, AddonNamespace); err != nil {
+		return err
+	}
+	// The klusterlet agent runs as the klusterlet operator runs it: as its service account,
+	// with the RBAC of the operator's manifests, never as an admin of the cluster.
+	agentKubeconfig := filepath.Join(spoke.Dir, "klusterlet-agent", "kubeconfig")
+	if err := installKlusterletRBAC(ctx, applier, spoke, ocmDir); err != nil {
+		return err
+	}
+	if err := spoke.ServiceAccountKubeconfig(ctx, klusterletNamespace, KlusterletServiceAccount, agentKubeconfig, tokenTTL); err != nil {
 		return err
 	}
 
@@ -69,7 +79,7 @@ func joinCluster(ctx context.Context, sup *supervisor, bin string, hub, spoke *C
 		"--bootstrap-kubeconfig=" + bootstrapKubeconfig,
 		"--hub-kubeconfig-dir=" + hubKubeconfigDir,
 		"--workload-source-config=" + filepath.Join(hubKubeconfigDir, "kubeconfig"),
-		"--kubeconfig=" + spoke.Kubeconfig, "--spoke-kubeconfig=" + spoke.Kubeconfig,
+		"--kubeconfig=" + agentKubeconfig, "--spoke-kubeconfig=" + agentKubeconfig,
 		"--namespace=" + klusterletNamespace,
 		"--disable-leader-election", "--listen=127.0.0.1:" + strconv.Itoa(ports[0]),
 	}}); err != nil {

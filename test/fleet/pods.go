@@ -30,6 +30,8 @@ type podRunner struct {
 	sup      *supervisor
 	bin      string
 	selector string // label selector of the Deployments to run
+	// jobSelector, when set, is the label selector of the Jobs to run (reconcileJobs).
+	jobSelector string
 	// kubelet: the cluster runs Pods (startWorkloads), and this runner reports the status
 	// of the Pods of its Deployments, which KWOK leaves alone.
 	kubelet bool
@@ -85,10 +87,15 @@ func (r *podRunner) reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	if r.jobSelector != "" {
+		if err := r.reconcileJobs(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "fleet: jobs on %s: %v\n", r.cp.Name, err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for key, pod := range r.pods {
-		if !want[key] {
+		if !want[key] && !strings.HasPrefix(key, "job/") {
 			r.sup.remove(pod.proc, 10*time.Second)
 			delete(r.pods, key)
 		}
@@ -99,12 +106,47 @@ func (r *podRunner) reconcile(ctx context.Context) error {
 // ensure starts the Deployment's process, or restarts it when it exited or when its spec
 // or mounted secrets changed.
 func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment) error {
-	pod := d.Spec.Template.Spec
+	pc, err := r.podCommand(ctx, d.Namespace, d.Name, d.Spec.Template.Spec)
+	if err != nil || pc == nil {
+		return err
+	}
+	r.mu.Lock()
+	running, ok := r.pods[key]
+	r.mu.Unlock()
+	if ok {
+		exited, _ := running.proc.Exited()
+		if !exited && running.spec == pc.hash {
+			return nil
+		}
+		r.sup.remove(running.proc, 10*time.Second)
+	}
+	proc, err := r.startPod(ctx, d.Namespace, d.Name, pc)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.pods[key] = &runningPod{proc: proc, spec: pc.hash}
+	r.mu.Unlock()
+	return nil
+}
+
+// podCommand is what runs a Pod of the spec: the first container, its secret volumes
+// written as files and their mount paths rewritten in its args.
+type podCommand struct {
+	pod  corev1.PodSpec
+	dir  string
+	args []string
+	hash string // of the command, args, env and mounted secrets
+}
+
+// podCommand prepares the Pod's process; nil while a secret it mounts does not exist, as
+// a kubelet waits for it.
+func (r *podRunner) podCommand(ctx context.Context, namespace, name string, pod corev1.PodSpec) (*podCommand, error) {
 	if len(pod.Containers) == 0 || len(pod.Containers[0].Command) == 0 {
-		return fmt.Errorf("no container command to run")
+		return nil, fmt.Errorf("no container command to run")
 	}
 	c := pod.Containers[0]
-	dir := filepath.Join(r.cp.Dir, "pods", d.Namespace, d.Name)
+	dir := filepath.Join(r.cp.Dir, "pods", namespace, name)
 	args := append([]string(nil), c.Args...)
 	for i := range args {
 		for service, addr := range r.services {
@@ -117,16 +159,16 @@ func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment
 		if vol.Secret == nil {
 			continue
 		}
-		secret, err := r.cp.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, vol.Secret.SecretName, metav1.GetOptions{})
+		secret, err := r.cp.Kube.CoreV1().Secrets(namespace).Get(ctx, vol.Secret.SecretName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil // as a kubelet: the pod waits for its secret
+			return nil, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		volDir := filepath.Join(dir, "volumes", vol.Name)
 		if err := writeSecretVolume(volDir, secret, hash); err != nil {
-			return err
+			return nil, err
 		}
 		for _, m := range c.VolumeMounts {
 			if m.Name == vol.Name {
@@ -136,45 +178,32 @@ func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment
 			}
 		}
 	}
-	spec := hex.EncodeToString(hash.Sum(nil))
+	return &podCommand{pod: pod, dir: dir, args: args, hash: hex.EncodeToString(hash.Sum(nil))}, nil
+}
 
-	r.mu.Lock()
-	running, ok := r.pods[key]
-	r.mu.Unlock()
-	if ok {
-		exited, _ := running.proc.Exited()
-		if !exited && running.spec == spec {
-			return nil
-		}
-		r.sup.remove(running.proc, 10*time.Second)
+// startPod runs the Pod's process with what a kubelet gives it: a token of its service
+// account as $KUBECONFIG, its env.
+func (r *podRunner) startPod(ctx context.Context, namespace, name string, pc *podCommand) (*process, error) {
+	c := pc.pod.Containers[0]
+	kubeconfig := filepath.Join(pc.dir, "serviceaccount.kubeconfig")
+	if err := r.cp.ServiceAccountKubeconfig(ctx, namespace, pc.pod.ServiceAccountName, kubeconfig, tokenTTL); err != nil {
+		return nil, err
 	}
-
-	kubeconfig := filepath.Join(dir, "serviceaccount.kubeconfig")
-	if err := r.cp.ServiceAccountKubeconfig(ctx, d.Namespace, pod.ServiceAccountName, kubeconfig, tokenTTL); err != nil {
-		return err
-	}
-	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + d.Namespace, "POD_NAME=" + d.Name + "-fleet"}
+	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + namespace, "POD_NAME=" + name + "-fleet"}
 	for _, e := range c.Env {
 		value, err := envValue(c, e)
 		if err != nil {
-			return fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
+			return nil, fmt.Errorf("pod of %s/%s: %w", namespace, name, err)
 		}
 		env = append(env, e.Name+"="+value)
 	}
-	proc, err := r.sup.start(processSpec{
-		Name: r.cp.Name + "-pod-" + d.Namespace + "-" + d.Name,
+	return r.sup.start(processSpec{
+		Name: r.cp.Name + "-pod-" + namespace + "-" + name,
 		Path: filepath.Join(r.bin, filepath.Base(c.Command[0])),
-		Args: append(c.Command[1:], args...),
+		Args: append(c.Command[1:], pc.args...),
 		Env:  env,
-		Dir:  dir,
+		Dir:  pc.dir,
 	})
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.pods[key] = &runningPod{proc: proc, spec: spec}
-	r.mu.Unlock()
-	return nil
 }
 
 // reportPods does for the Deployment's Pods what their kubelet would. KWOK does not start

@@ -171,7 +171,10 @@ func (s *supervisor) failed() error {
 	var errs []error
 	for _, p := range s.procs {
 		if exited, err := p.Exited(); exited {
-			errs = append(errs, fmt.Errorf("%s exited (%v); see %s", p.Name, err, s.logPath(p.Name)))
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			errs = append(errs, fmt.Errorf("%s exited (%w); see %s", p.Name, err, s.logPath(p.Name)))
 		}
 	}
 	return errors.Join(errs...)

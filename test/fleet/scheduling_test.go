@@ -23,13 +23,16 @@ import (
 // for a failing image, and KWOK leaves the addon's Pods to the fleet's pod runner. It needs
 // the binaries of `make fleet-tools` in $KUBEBUILDER_ASSETS (the Makefile sets it to bin/).
 func TestManagedClusterRunsPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a control plane and KWOK: skipped in -short mode")
+	}
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
 	for _, tool := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
 		if _, err := os.Stat(filepath.Join(bin, tool)); bin == "" || err != nil {
 			t.Skipf("no %s in $KUBEBUILDER_ASSETS (%q): run `make fleet-tools`", tool, bin)
 		}
 	}
-	kwokDir, err := moduleDir("../../hack/tools/kwok", "sigs.k8s.io/kwok")
+	kwokDir, err := ModuleDir("../../hack/tools/kwok", "sigs.k8s.io/kwok")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,6 +95,9 @@ func TestMain(m *testing.M) {
 // makeImage runs `make image` for this machine's platform into a new directory.
 func makeImage(t *testing.T) (string, error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the image: skipped in -short mode")
+	}
 	if runtime.GOOS != "linux" {
 		t.Skipf("the image's binaries are linux/%s; this machine runs %s", runtime.GOARCH, runtime.GOOS)
 	}
@@ -119,7 +122,7 @@ func makeImage(t *testing.T) (string, error) {
 	cmd := exec.Command("make", "--no-print-directory", "-C", root, "image", "IMAGE_DIR="+out,
 		"IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "IMAGE_REPO="+repo, "IMAGE_TAG="+tag)
 	if log, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("make image: %v\n%s", err, log)
+		return "", fmt.Errorf("make image: %w\n%s", err, log)
 	}
 	return out, nil
 }
@@ -437,7 +440,7 @@ func TestPushWithCrane(t *testing.T) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
 	port := make(chan string, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -447,7 +450,7 @@ func TestPushWithCrane(t *testing.T) {
 			log += string(buf[:n])
 			if _, p, ok := strings.Cut(log, "serving on port "); ok && strings.Contains(p, "\n") {
 				port <- strings.TrimSpace(strings.SplitN(p, "\n", 2)[0])
-				io.Copy(io.Discard, stderr)
+				_, _ = io.Copy(io.Discard, stderr)
 				return
 			}
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -63,7 +64,7 @@ func (h *Hub) CreateCluster(ctx context.Context, name string) error {
 	// framework acts only on owned addons.
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{
 		Name: AddonName, Namespace: name,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(h.cma, addonv1beta1.SchemeGroupVersion.WithKind("ClusterManagementAddOn"))},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(h.cma, schema.GroupVersion(addonv1beta1.GroupVersion).WithKind("ClusterManagementAddOn"))},
 	}}
 	if err := createIgnoringExisting(ctx, h.Client, addon); err != nil {
 		return err

@@ -68,6 +68,7 @@ func TestAddonConversion(t *testing.T) {
 	if err := c.Get(ctx, key, stored); err != nil {
 		t.Fatal(err)
 	}
+	//nolint:staticcheck // SA1019: the v1alpha1 field is the one the conversion must fill
 	if len(stored.Status.Registrations) != 1 || stored.Status.Registrations[0].SignerName != certificatesv1.KubeAPIServerClientSignerName {
 		t.Errorf("v1alpha1 registrations are %+v, want one of signer %s", stored.Status.Registrations, certificatesv1.KubeAPIServerClientSignerName)
 	}

@@ -134,7 +134,9 @@ func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...s
 	flags := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=true", "--leader-election-namespace=" + ManagerNamespace,
-		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr,
+		// The bench reads the metrics on loopback; the chart serves them over HTTPS behind
+		// authentication (test/chart proves that).
+		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr, "--metrics-secure=false",
 		"--pprof-bind-address=" + m.PprofAddr,
 	}, args...)
 	if m.Process, err = StartProcess(dir, "manager", binary, flags, []string{"GOMEMLIMIT=" + strconv.Itoa(ManagerMemoryLimit)}); err != nil {
@@ -153,7 +155,10 @@ func waitReady(ctx context.Context, p *Process, url string) error {
 	defer cancel()
 	for {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited before it was ready: %v (see its log)", p.Name, err)
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s exited before it was ready: %w (see its log)", p.Name, err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {

@@ -5,6 +5,7 @@ package appstatus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,17 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -33,81 +31,66 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // ControllerName names the status mirror: its logs and metrics.
 const ControllerName = "argocd-pull-appstatus"
 
-// DefaultProgressingHold is how long a Progressing written before Healthy stays, so
-// that the ApplicationSet controller's RollingSync sees it.
-const DefaultProgressingHold = time.Second
-
-// Options configure the status mirror.
+// Options configure the status mirror. AddonName, Concurrency and ProgressingHold are
+// required; pkg/hub's DefaultOptions holds the defaults.
 type Options struct {
-	// AddonName names every ManagedClusterAddOn of the addon; empty means
-	// propagation.DefaultAddonName.
+	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
 	// WatchNamespaces limits the mirror to the Applications of these namespaces; empty
 	// means all namespaces.
 	WatchNamespaces []string
-	// Concurrency is the number of parallel reconciles; 0 means 4.
+	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// ProgressingHold: see DefaultProgressingHold; 0 means the default.
+	// ProgressingHold is how long a Progressing written before Healthy stays, so that
+	// the ApplicationSet controller's RollingSync sees it.
 	ProgressingHold time.Duration
-	// Reports decodes the agents' reports; share one with the report controller. Nil
-	// means a cache of the controller's own.
-	Reports *observed.Reports
 }
 
-func (o Options) withDefaults() Options {
+// validate reports options that cannot work.
+func (o Options) validate() error {
+	var errs []error
 	if o.AddonName == "" {
-		o.AddonName = propagation.DefaultAddonName
+		errs = append(errs, errors.New("the addon name is empty"))
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 4
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.ProgressingHold == 0 {
-		o.ProgressingHold = DefaultProgressingHold
+	if o.ProgressingHold <= 0 {
+		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
 	}
-	if o.Reports == nil {
-		o.Reports = observed.NewReports()
-	}
-	return o
+	return errors.Join(errs...)
 }
 
-// AddToScheme adds the OCM types the mirror reads to scheme.
-func AddToScheme(scheme *runtime.Scheme) error {
-	if err := propagation.AddToScheme(scheme); err != nil {
-		return err
+// Setup registers the status mirror with mgr. c reads through the manager's cache
+// (hubcache.NewClient), which hubcache.Options scopes; decoder decodes the agents'
+// reports, shared with the ApplicationSet report controller, which records the Events
+// of invalid ones.
+func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("invalid status mirror options: %w", err)
 	}
-	return statusv1alpha1.AddToScheme(scheme)
-}
-
-// Setup registers the status mirror with mgr. It reads through the cache that
-// propagation.CacheByObject configures. Run the scheme through AddToScheme first.
-func Setup(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, nil)
-}
-
-func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) client.WithWatch) error {
-	opts = opts.withDefaults()
-	c, err := propagation.CachedClient(mgr)
-	if err != nil {
-		return err
-	}
-	if intercept != nil {
-		c = intercept(c)
-	}
-	r := &reconciler{client: c, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
+	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
-	err = ctrl.NewControllerManagedBy(mgr).
+	agent := observed.AddonHandler{
+		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
+		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
+			return types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}, app.HubName != ""
+		},
+	}
+	// The agent's report and its status slices enqueue the same requests.
+	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork), builder.WithPredicates(workChanged)).
-		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
-		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(r.enqueueApp)).
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
+			builder.WithPredicates(observed.WorkObservationChangedPredicate)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
@@ -118,6 +101,8 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 
 type reconciler struct {
 	client client.Client
+	// decoder decodes the agents' reports.
+	decoder *observed.Decoder
 	// apiReader reads from the apiserver, past the cache, to retry a conflict.
 	apiReader client.Reader
 	// recorder records, on the hub Application, that the agent does not report it.
@@ -148,7 +133,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
-	workName := propagation.ManifestWorkName(app.GetName(), app.GetUID())
+	workName := argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 	work := &workv1.ManifestWork{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: workName}, work); err != nil {
 		// Not propagated (yet): nothing to mirror; the status stays as it is.
@@ -167,8 +152,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		addon = nil
 	}
-	// The report controller records the Event of a rejected report.
-	obs := r.opts.Reports.Observe(addon, work, req.NamespacedName, time.Now())
+	// The ApplicationSet report controller records the Event of a rejected report.
+	obs := r.decoder.Observe(addon, work, req.NamespacedName, time.Now())
 	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), obs.App)}
 	if stale := observed.StalenessOf(addon); stale != nil {
 		c := stale.Condition(cluster)
@@ -268,81 +253,9 @@ func (r *reconciler) forget(key types.NamespacedName) {
 
 // Event mapping.
 
-// applicationOfWork returns the hub Application a pulled ManifestWork points back to.
-func applicationOfWork(work client.Object) (types.NamespacedName, bool) {
-	key := types.NamespacedName{
-		Namespace: work.GetAnnotations()[argoapp.AnnotationHubApplicationNamespace],
-		Name:      work.GetAnnotations()[argoapp.AnnotationHubApplicationName],
-	}
-	return key, key.Namespace != "" && key.Name != ""
-}
-
 func mapWork(_ context.Context, work client.Object) []reconcile.Request {
-	if key, ok := applicationOfWork(work); ok {
+	if key, ok := argoapp.ApplicationOfWork(work); ok {
 		return []reconcile.Request{{NamespacedName: key}}
 	}
 	return nil
-}
-
-var workChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool { return observed.WorkObservationChanged(e.ObjectOld, e.ObjectNew) },
-}
-
-// addonHandler enqueues the hub Applications whose entries of the agent's report
-// changed, or every Application with a work on the cluster when the addon appears,
-// goes, or changes in a way that concerns them all (observed.ClusterWideChange).
-func (r *reconciler) addonHandler() handler.EventHandler {
-	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	named := func(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
-		a, ok := o.(*addonv1beta1.ManagedClusterAddOn)
-		return a, ok && a.Name == r.opts.AddonName
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			if a, ok := named(e.Object); ok {
-				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			if a, ok := named(e.Object); ok {
-				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			old, ok1 := named(e.ObjectOld)
-			a, ok2 := named(e.ObjectNew)
-			if !ok1 || !ok2 {
-				return
-			}
-			if observed.ClusterWideChange(old.Status.Conditions, a.Status.Conditions) {
-				observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
-				return
-			}
-			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, a.Status.Conditions) {
-				app, err := clusterreport.DecodeApp(c)
-				if err != nil {
-					observed.EnqueueClusterWorks(ctx, r.client, a.Namespace, mapWork, q)
-					return
-				}
-				r.enqueueApp(ctx, a.Namespace, app, q)
-			}
-		},
-	}
-}
-
-func (r *reconciler) enqueueApp(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if app.HubName != "" {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}})
-		return
-	}
-	if app.ManifestWork == "" {
-		return
-	}
-	work := &workv1.ManifestWork{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: app.ManifestWork}, work); err != nil {
-		return
-	}
-	for _, req := range mapWork(ctx, work) {
-		q.Add(req)
-	}
 }

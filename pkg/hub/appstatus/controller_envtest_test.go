@@ -2,12 +2,11 @@ package appstatus
 
 import (
 	"context"
+	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -20,26 +19,24 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 // The suite plays the propagation controller (it creates the works), the work agent (it
 // writes their feedback) and the spoke agent (it writes the report on the addon).
 
+// shared is the package's apiserver, started by the first envtest test.
+var shared testenv.Shared
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
+
 func TestStatusMirror(t *testing.T) {
-	if testing.Short() {
-		t.Skip("envtest")
-	}
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t)
+	env := shared.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
@@ -50,25 +47,18 @@ func TestStatusMirror(t *testing.T) {
 	for _, ns := range []string{"apps", "cluster1"} {
 		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
 	}
-	var writes atomic.Int64
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	// The manager as pkg/hub.Run builds it (its scheme and cache); writes counts the
+	// controller's writes. A long grace: an absence shown at once is one the agent's
+	// scope explains.
+	writes := &testenv.WriteLog{}
+	decoder := observed.NewDecoder().WithAbsenceGrace(time.Minute)
+	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, ProgressingHold: 300 * time.Millisecond}
+	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces}
+	testenv.StartManager(t, env, scope, writes, func(mgr ctrl.Manager, c client.Client) error {
+		return Setup(mgr, c, decoder, opts)
 	})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	// A long grace: an absence shown at once is one the agent's scope explains.
-	reports := observed.NewReports().WithAbsenceGrace(time.Minute)
-	g.Expect(setup(mgr, Options{ProgressingHold: 300 * time.Millisecond, Reports: reports}, func(w client.WithWatch) client.WithWatch {
-		return interceptor.NewClient(w, interceptor.Funcs{
-			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				writes.Add(1)
-				return cl.Patch(ctx, obj, p, opts...)
-			},
-		})
-	})).To(gomega.Succeed())
-	go func() { _ = mgr.Start(ctx) }()
 
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: propagation.DefaultAddonName, Namespace: "cluster1"}}
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: "cluster1"}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
@@ -93,8 +83,8 @@ func TestStatusMirror(t *testing.T) {
 	}
 	newWork := func(app *unstructured.Unstructured) *workv1.ManifestWork {
 		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: propagation.DefaultAddonName},
+			Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
+			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: opts.AddonName},
 			Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: app.GetName()},
 		}}
 		g.Expect(c.Create(ctx, w)).To(gomega.Succeed())
@@ -252,13 +242,13 @@ func TestStatusMirror(t *testing.T) {
 
 		// Nothing changes: re-apply identical inputs and touch the apps; no write.
 		time.Sleep(500 * time.Millisecond)
-		before := writes.Load()
+		before := int64(writes.Matching("patch "))
 		setReport([]clusterreport.App{agentApp}, metav1.ConditionUnknown)
 		setFeedback(work, "Degraded", "OutOfSync")
 		a := get("multi")
 		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", "touched": "yes"})
 		g.Expect(c.Update(ctx, a)).To(gomega.Succeed())
-		gomega.NewWithT(t).Consistently(writes.Load, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+		gomega.NewWithT(t).Consistently(func() int64 { return int64(writes.Matching("patch ")) }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
 	})
 
 	// setApplied plays the work agent: the work applied its Application to namespace at
@@ -355,10 +345,10 @@ func TestStatusMirror(t *testing.T) {
 
 		// Settled: the same inputs again write nothing.
 		time.Sleep(500 * time.Millisecond)
-		before := writes.Load()
+		before := int64(writes.Matching("patch "))
 		setScopedReport(nil, argocd, metav1.ConditionTrue)
 		setApplied(work, "absent", "argocd", time.Now().Add(-time.Hour))
-		gomega.NewWithT(t).Consistently(writes.Load, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+		gomega.NewWithT(t).Consistently(func() int64 { return int64(writes.Matching("patch ")) }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
 
 		// It comes back.
 		setScopedReport([]clusterreport.App{absent}, argocd, metav1.ConditionTrue)

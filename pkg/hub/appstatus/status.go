@@ -1,5 +1,5 @@
 // Package appstatus mirrors the status of each pulled Application, from its managed
-// cluster back onto the hub Application (shared/reference/pull-model.md, section 3):
+// cluster back onto the hub Application (docs/pull-model.md, section 3):
 // sync status and revision(s), health, operation state, and beyond the reference the
 // resource list and Argo CD's conditions from the agent's report, so that the hub Argo CD
 // UI and CLI show a pulled app as completely as a pushed one.

@@ -2,29 +2,21 @@ package clustersecret
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -35,68 +27,36 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 // fixture is one test's manager; its addon name and Argo CD namespace are its own.
 type fixture struct {
-	t       *testing.T
-	g       *gomega.WithT
-	ctx     context.Context
-	c       client.Client
-	opts    Options
-	id      string
-	applies atomic.Int64
+	t    *testing.T
+	g    *gomega.WithT
+	ctx  context.Context
+	c    client.Client
+	opts Options
+	id   string
+	// writes counts the controller's writes.
+	writes *testenv.WriteLog
 }
 
 func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 	t.Helper()
 	env := shared.Get(t)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	id := hex.EncodeToString(b)
-	f := &fixture{t: t, g: gomega.NewWithT(t), ctx: context.Background(), c: env.Client, id: id,
-		opts: Options{AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, Concurrency: 2}}
+	id := testenv.RandomID()
+	f := &fixture{t: t, g: testenv.NewGomega(t), ctx: context.Background(), c: env.Client, id: id,
+		opts: Options{AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, Concurrency: 2}, writes: &testenv.WriteLog{}}
 	for _, a := range adjust {
 		a(&f.opts)
 	}
-	f.g.SetDefaultEventuallyTimeout(20 * time.Second)
-	f.g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	f.g.SetDefaultConsistentlyDuration(2 * time.Second)
-	f.g.SetDefaultConsistentlyPollingInterval(50 * time.Millisecond)
 	f.createNamespace(f.opts.ArgoCDNamespace)
-
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
-	cached, err := client.NewWithWatch(env.Config, client.Options{
-		Scheme: env.Scheme, Mapper: mgr.GetRESTMapper(), Cache: &client.CacheOptions{Reader: mgr.GetCache()},
-	})
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
-	counting := interceptor.NewClient(cached, interceptor.Funcs{
-		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			f.applies.Add(1)
-			return c.Apply(ctx, obj, opts...)
-		},
-	})
-	f.g.Expect(setup(mgr, f.opts, counting)).To(gomega.Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
+	scope := hubcache.Scope{AddonName: f.opts.AddonName, ArgoCDNamespace: f.opts.ArgoCDNamespace}
+	testenv.StartManager(t, env, scope, f.writes, func(mgr ctrl.Manager, c client.Client) error {
+		return setup(mgr, f.opts, c)
 	})
 	return f
 }
 
 func (f *fixture) createNamespace(name string) {
 	f.t.Helper()
-	err := f.c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if !apierrors.IsAlreadyExists(err) {
-		f.g.Expect(err).NotTo(gomega.HaveOccurred())
-	}
+	f.g.Expect(testenv.CreateNamespace(f.ctx, f.c, name)).To(gomega.Succeed())
 }
 
 // createCluster creates a ManagedCluster with labels, its namespace and, when enabled,
@@ -183,10 +143,10 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 
 	// No write without a change: a change to the Secret that the controller does not
 	// own reconciles, and is left alone.
-	applies := f.applies.Load()
+	applies := int64(f.writes.Matching("apply "))
 	secret.Annotations = map[string]string{"note": "by hand"}
 	g.Expect(f.c.Update(f.ctx, secret)).To(gomega.Succeed())
-	g.Consistently(func() int64 { return f.applies.Load() }).Should(gomega.Equal(applies))
+	g.Consistently(func() int64 { return int64(f.writes.Matching("apply ")) }).Should(gomega.Equal(applies))
 	g.Expect(f.secret(cluster).Annotations).To(gomega.HaveKeyWithValue("note", "by hand"))
 
 	// The cluster's labels and API URL follow.

@@ -119,20 +119,25 @@ type Observation struct {
 	RecheckAfter time.Duration
 }
 
-// Observe returns what the addon's report says of the app that work delivers, which
-// points back to the hub Application hub. now is the time of the reconcile.
-func (r *Reports) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.ManifestWork, hub types.NamespacedName, now time.Time) Observation {
+// Observe returns what the agent says of the app that work delivers, which points back to
+// the hub Application hub: its entry in the agent's status slices when they hold it
+// (WithSlices), else what the addon's report says. now is the time of the reconcile.
+func (r *Decoder) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.ManifestWork, hub types.NamespacedName, now time.Time) Observation {
 	if addon == nil || work == nil {
 		return Observation{}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, _ := r.decodeLocked(addon)
-	if r.slices != nil {
-		if app := r.slices.Find(addon.Namespace, work.Name, hub); app != nil {
+	finder := r.slices
+	r.mu.Unlock()
+	// The slices first, outside the lock: the finder lists and decodes them.
+	if finder != nil {
+		if app := finder.Find(addon.Namespace, work.Name, hub); app != nil {
 			return Observation{App: app}
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, _ := r.decodeLocked(addon)
 	app := FindApp(e.apps, work.Name, hub)
 	switch {
 	case app != nil && e.rejected[app.Key()] != nil:
@@ -202,30 +207,4 @@ func AppliedApplication(work *workv1.ManifestWork) (Delivered, bool) {
 		}
 	}
 	return Delivered{}, false
-}
-
-// ClusterWideChange reports whether a change of a ManagedClusterAddOn's conditions
-// concerns every app of the cluster rather than the apps whose entries changed: its
-// availability, the report crossing the size budget, the agent's scope, or the agent
-// publishing its first report (or its report going).
-func ClusterWideChange(old, new []metav1.Condition) bool {
-	if AvailabilityChanged(old, new) || OverBudgetChanged(old, new) || published(old) != published(new) {
-		return true
-	}
-	a := meta.FindStatusCondition(old, clusterreport.ConditionReportScope)
-	b := meta.FindStatusCondition(new, clusterreport.ConditionReportScope)
-	if a == nil || b == nil {
-		return (a == nil) != (b == nil)
-	}
-	return a.Message != b.Message
-}
-
-// published reports whether the agent has written any of its conditions.
-func published(conditions []metav1.Condition) bool {
-	for _, c := range conditions {
-		if clusterreport.IsAgentCondition(c.Type) {
-			return true
-		}
-	}
-	return false
 }

@@ -84,7 +84,7 @@ func TestObserve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewReports().WithAbsenceGrace(grace)
+			r := NewDecoder().WithAbsenceGrace(grace)
 			addon := &addonv1beta1.ManagedClusterAddOn{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: "argocd-pull", ResourceVersion: "1"},
 				Status:     addonv1beta1.ManagedClusterAddOnStatus{Conditions: tt.conditions},

@@ -28,7 +28,7 @@ func TestReportsClaimError(t *testing.T) {
 			}}},
 		}
 	}
-	r := NewReports()
+	r := NewDecoder()
 	bad := addon("1", "{not json")
 	if _, err, first := r.Get(bad); err == nil || !first {
 		t.Fatalf("Get of a new invalid version: err %v, first %v; want an error, first", err, first)
@@ -80,7 +80,7 @@ func TestReportsKeepLastGood(t *testing.T) {
 			Status:     addonv1beta1.ManagedClusterAddOnStatus{Conditions: conditions},
 		}
 	}
-	find := func(r *Reports, addon *addonv1beta1.ManagedClusterAddOn, name string) (*clusterreport.App, *Rejection) {
+	find := func(r *Decoder, addon *addonv1beta1.ManagedClusterAddOn, name string) (*clusterreport.App, *Rejection) {
 		o := r.Observe(addon, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: name + "-work"}},
 			types.NamespacedName{Namespace: "hub", Name: name}, time.Now())
 		return o.App, o.Rejection
@@ -96,7 +96,7 @@ func TestReportsKeepLastGood(t *testing.T) {
 		return out
 	}
 
-	r := NewReports()
+	r := NewDecoder()
 	good := encode(app("web", "Healthy"), app("db", "Healthy"))
 	if got, rejection := find(r, version("1", good), "web"); got == nil || rejection != nil {
 		t.Fatalf("valid report: app %v, rejection %v", got, rejection)

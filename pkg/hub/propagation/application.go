@@ -32,10 +32,10 @@ import (
 // maxEventNoteLength bounds the note of an Event; the events API refuses longer ones.
 const maxEventNoteLength = 1000
 
-// report records a problem on the Application: a Warning Event, a log line and the
+// recordProblem records a problem on the Application: a Warning Event, a log line and the
 // OCMPropagationError condition. Without a problem, it removes the condition. Other
 // condition types are kept as they are.
-func (r *reconciler) report(ctx context.Context, app *unstructured.Unstructured, p *problem) error {
+func (r *reconciler) recordProblem(ctx context.Context, app *unstructured.Unstructured, p *problem) error {
 	if p == nil {
 		err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
 			return argoapp.RemoveCondition(app, argoapp.ConditionOCMPropagationError)

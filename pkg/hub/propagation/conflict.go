@@ -68,7 +68,7 @@ func (r *reconciler) spokeApplicationOwner(ctx context.Context, app *unstructure
 		if work.DeletionTimestamp != nil {
 			continue
 		}
-		hubApp, ok := applicationOfWork(work)
+		hubApp, ok := argoapp.ApplicationOfWork(work)
 		if !ok {
 			continue
 		}
@@ -93,8 +93,8 @@ func olderWork(a, b *workv1.ManifestWork) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
-	keyA, _ := applicationOfWork(a)
-	keyB, _ := applicationOfWork(b)
+	keyA, _ := argoapp.ApplicationOfWork(a)
+	keyB, _ := argoapp.ApplicationOfWork(b)
 	return keyA.String() < keyB.String()
 }
 
@@ -105,7 +105,7 @@ func olderWork(a, b *workv1.ManifestWork) bool {
 // that, deleting it would delete the spoke Application, so it waits for the owner's
 // work to change.
 func conflict(works []workv1.ManifestWork, desired, owner *workv1.ManifestWork) outcome {
-	ownerApp, _ := applicationOfWork(owner)
+	ownerApp, _ := argoapp.ApplicationOfWork(owner)
 	key, _ := spokeApplicationKey(desired)
 	p := &problem{ReasonSpokeApplicationConflict, fmt.Sprintf(
 		"hub Application %s already pulls the Application %s (cluster/namespace/name) with ManifestWork %s; "+

@@ -10,6 +10,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 func TestApplicationInputsChanged(t *testing.T) {
@@ -31,7 +32,7 @@ func TestApplicationInputsChanged(t *testing.T) {
 			app.Object["operation"] = map[string]any{"sync": map[string]any{}}
 		}, true},
 		{"label", func(app *unstructured.Unstructured) { app.SetLabels(nil) }, true},
-		{"annotation", func(app *unstructured.Unstructured) { setAnnotation(app, argoapp.AnnotationRefresh, "hard") }, true},
+		{"annotation", func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") }, true},
 		{"finalizers", func(app *unstructured.Unstructured) { app.SetFinalizers([]string{argoapp.ResourcesFinalizer}) }, true},
 		{"deletion", func(app *unstructured.Unstructured) { now := metav1.Now(); app.SetDeletionTimestamp(&now) }, true},
 		{"owner", func(app *unstructured.Unstructured) {

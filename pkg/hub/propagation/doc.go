@@ -1,36 +1,14 @@
 // Package propagation turns pulled hub Argo CD Applications into ManifestWorks for their
 // managed clusters, and keeps exactly one work per pulled Application, or none.
 //
-// An Application is pulled when its pull label parses as true; its cluster annotation
-// names the target ManagedCluster. It propagates when the ManagedCluster exists, the
-// cluster has the addon's ManagedClusterAddOn, and, with the tenant gate on, a
-// PlacementDecision in the Application's namespace selects the cluster. Otherwise it
-// gets a Warning Event and the OCMPropagationError condition, whose message starts with
-// the reason, and its works are deleted. Input that cannot render (a malformed pull
-// label, a bad annotation, a payload too large) is reported the same way, but the last
-// good work is kept: a typo must not prune a cluster.
+// Which Applications propagate and what a refused one shows (a Warning Event and the
+// OCMPropagationError condition), how deletion waits until the managed cluster is clean,
+// how a manual sync and a refresh travel, and the pause switch are described, with their
+// reasons, in docs/propagation.md; the work's shape is section 2 of docs/pull-model.md.
 //
-// Deletion. The controller holds each propagated Application with the finalizer
-// argoapp.FinalizerManifestWorkCleanup. When the Application is deleted, its works are
-// deleted, and the finalizer is removed once they are gone: the work agent deletes a
-// work only after it has deleted the Application on the managed cluster, and that
-// Application, when it carries resources-finalizer.argocd.argoproj.io, is deleted only
-// after the spoke Argo CD has pruned its resources. So the hub Application disappears
-// when the managed cluster is clean, as it would in the push model. At that point the
-// Argo CD finalizers of a skipped (pulled) Application are removed as well: the hub
-// Argo CD skips it and would never remove them. Removing the label, moving the
-// Application to another cluster, disabling the addon on the cluster or deleting the
-// cluster deletes the work the same way, with the same consequence on the managed
-// cluster: the workloads are pruned if, and only if, the Application carries the
-// resources finalizer.
-//
-// Manual sync and refresh. The hub Application's .operation and refresh annotation are
-// copied to the work. Once the work agent has applied the work that carries them (its
-// Applied condition observed the work's generation), they are removed from the hub
-// Application, which lets the next request through.
-//
-// Pause. The annotation AnnotationPausePropagation="true" on the ClusterManagementAddOn
-// stops every create, update and delete of works, and holds deleted Applications until
-// it is lifted. Each ManagedClusterAddOn of the addon carries the PropagationPaused
-// condition.
+// controller.go wires the controllers (options, watches); mapping.go, predicates.go and
+// indexes.go say what each watch enqueues, what it lets through and what it reads;
+// reconcile.go, application.go, works.go, conflict.go and ownership.go are the
+// reconcile; render.go is the pure render; pause.go the pause switch; sweep.go the
+// safety-net sweep.
 package propagation

@@ -20,14 +20,14 @@ const foreignFieldManager = "multicloud-integrations-pull"
 // fieldManager, without the manager's addon label: what another pull controller, or an
 // earlier version of this manager, leaves on the hub.
 func (f *fixture) applyWorkAs(app string, fieldManager string) *workv1.ManifestWork {
-	f.t.Helper()
-	work, err := RenderManifestWork(f.getApp(app), RenderOptions{})
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	f.T.Helper()
+	work, err := RenderManifestWork(f.GetApp(app), RenderOptions{})
+	f.G.Expect(err).NotTo(gomega.HaveOccurred())
 	obj, err := applyConfiguration(work)
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
-	f.g.Expect(f.c.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)).To(gomega.Succeed())
+	f.G.Expect(err).NotTo(gomega.HaveOccurred())
+	f.G.Expect(f.C.Apply(f.Ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)).To(gomega.Succeed())
 	live := &workv1.ManifestWork{}
-	f.g.Expect(f.c.Get(f.ctx, client.ObjectKeyFromObject(work), live)).To(gomega.Succeed())
+	f.G.Expect(f.C.Get(f.Ctx, client.ObjectKeyFromObject(work), live)).To(gomega.Succeed())
 	return live
 }
 
@@ -36,29 +36,29 @@ func (f *fixture) applyWorkAs(app string, fieldManager string) *workv1.ManifestW
 func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	g := f.g
+	g := f.G
 	enabled := f.readyCluster("east")
 	disabled := f.createCluster("west", false)
-	f.bind(f.ns, disabled)
+	f.bind(f.Namespace, disabled)
 
 	for _, tc := range []struct{ app, cluster string }{{"on-enabled", enabled}, {"on-disabled", disabled}} {
 		// The other controller is first: its work exists before the app is reconciled.
-		app := f.application(tc.app, tc.cluster)
+		app := f.Application(tc.app, tc.cluster)
 		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "false"})
-		f.create(app)
+		f.Create(app)
 		foreign := f.applyWorkAs(tc.app, foreignFieldManager)
-		f.updateApp(tc.app, func(app *unstructured.Unstructured) {
+		f.UpdateApp(tc.app, func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 		})
-		f.expectProblem(tc.app, ReasonServedByAnotherController)
-		g.Eventually(func() []string { return f.eventReasons(f.ns, tc.app, corev1.EventTypeWarning) }).
+		f.ExpectPropagationError(tc.app, ReasonServedByAnotherController)
+		g.Eventually(func() []string { return f.EventReasons(f.Namespace, tc.app, corev1.EventTypeWarning) }).
 			Should(gomega.ContainElement(ReasonServedByAnotherController))
 		g.Consistently(func() string {
 			live := &workv1.ManifestWork{}
-			g.Expect(f.c.Get(f.ctx, client.ObjectKeyFromObject(foreign), live)).To(gomega.Succeed())
+			g.Expect(f.C.Get(f.Ctx, client.ObjectKeyFromObject(foreign), live)).To(gomega.Succeed())
 			return live.ResourceVersion
 		}, "1s").Should(gomega.Equal(foreign.ResourceVersion), "the manager wrote another controller's work")
-		g.Expect(hasFinalizer(f.getApp(tc.app), argoapp.FinalizerManifestWorkCleanup)).To(gomega.BeFalse())
+		g.Expect(hasFinalizer(f.GetApp(tc.app), argoapp.FinalizerManifestWorkCleanup)).To(gomega.BeFalse())
 	}
 }
 
@@ -67,16 +67,16 @@ func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
 func TestEnvtestUnlabelledWorksOfThisManagerAreAdopted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	g := f.g
+	g := f.G
 	cluster := f.readyCluster("east")
 	// The work is there before the manager acts on the app (paused meanwhile).
 	f.setPause("true")
-	f.create(f.application("legacy", cluster))
+	f.Create(f.Application("legacy", cluster))
 	legacy := f.applyWorkAs("legacy", FieldManager)
 	f.setPause("false")
-	g.Eventually(func() string { return f.waitForWork("legacy", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
-	g.Expect(f.waitForWork("legacy", cluster).UID).To(gomega.Equal(legacy.UID))
-	g.Expect(f.condition("legacy")).To(gomega.BeEmpty())
+	g.Eventually(func() string { return f.WaitForWork("legacy", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
+	g.Expect(f.WaitForWork("legacy", cluster).UID).To(gomega.Equal(legacy.UID))
+	g.Expect(f.Condition("legacy", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 }
 
 // With TakeOverForeignWorks, another controller's work is adopted: labelled, and
@@ -84,17 +84,17 @@ func TestEnvtestUnlabelledWorksOfThisManagerAreAdopted(t *testing.T) {
 func TestEnvtestTakeOverForeignWorks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.TakeOverForeignWorks = true })
-	g := f.g
+	g := f.G
 	cluster := f.readyCluster("east")
 	f.setPause("true")
-	f.create(f.application("adopted", cluster))
+	f.Create(f.Application("adopted", cluster))
 	foreign := f.applyWorkAs("adopted", foreignFieldManager)
 	f.setPause("false")
-	g.Eventually(func() string { return f.waitForWork("adopted", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
-	g.Expect(f.waitForWork("adopted", cluster).UID).To(gomega.Equal(foreign.UID))
+	g.Eventually(func() string { return f.WaitForWork("adopted", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
+	g.Expect(f.WaitForWork("adopted", cluster).UID).To(gomega.Equal(foreign.UID))
 
-	g.Expect(f.c.Delete(f.ctx, f.getApp("adopted"))).To(gomega.Succeed())
+	g.Expect(f.C.Delete(f.Ctx, f.GetApp("adopted"))).To(gomega.Succeed())
 	g.Eventually(func() error {
-		return f.c.Get(f.ctx, types.NamespacedName{Namespace: foreign.Namespace, Name: foreign.Name}, &workv1.ManifestWork{})
+		return f.C.Get(f.Ctx, types.NamespacedName{Namespace: foreign.Namespace, Name: foreign.Name}, &workv1.ManifestWork{})
 	}).ShouldNot(gomega.Succeed())
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -102,7 +103,7 @@ func (r *pauseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	status := &unstructured.Unstructured{Object: map[string]any{
 		"status": map[string]any{"conditions": []any{condition}},
 	}}
-	status.SetGroupVersionKind(addonv1beta1.SchemeGroupVersion.WithKind("ManagedClusterAddOn"))
+	status.SetGroupVersionKind(schema.GroupVersion(addonv1beta1.GroupVersion).WithKind("ManagedClusterAddOn"))
 	status.SetNamespace(addon.Namespace)
 	status.SetName(addon.Name)
 	err = r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status),

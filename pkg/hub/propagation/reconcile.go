@@ -156,7 +156,7 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.report(ctx, app, out.problem); err != nil {
+	if err := r.recordProblem(ctx, app, out.problem); err != nil {
 		return ctrl.Result{}, err
 	}
 	reason := ""
@@ -413,7 +413,7 @@ func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructure
 	err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
 		removed = nil
 		kept := slices.DeleteFunc(slices.Clone(app.GetFinalizers()), func(f string) bool {
-			if f == argoapp.FinalizerManifestWorkCleanup || (releaseArgoCD && isArgoCDFinalizer(f)) {
+			if f == argoapp.FinalizerManifestWorkCleanup || (releaseArgoCD && argoapp.IsArgoCDFinalizer(f)) {
 				removed = append(removed, f)
 				return true
 			}

@@ -2,11 +2,9 @@ package propagation
 
 // This file holds the pure rendering: from a hub Application (and, optionally, its
 // AppProject) to the ManifestWork that carries it, exactly as described in sections 1, 2
-// and 4 of the pull-model reference. It does no I/O.
+// and 4 of docs/pull-model.md. It does no I/O.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -16,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -24,24 +21,10 @@ import (
 )
 
 const (
-	// MaxManifestWorkNameLength is the longest ManifestWork name that RenderManifestWork
-	// produces. The work agent names the AppliedManifestWork on the managed cluster
-	// "<64 hex characters of the hub hash>-<work name>", and that name must itself be a
-	// DNS-1123 subdomain of at most 253 characters: 253 - 65 = 188.
-	MaxManifestWorkNameLength = validation.DNS1123SubdomainMaxLength - 65
-
 	// MaxManifestsSize is the largest total size, in bytes, of a rendered work's
 	// manifests. It is the default limit of the OCM work webhook (500 KiB), measured the
 	// way the webhook measures it; a larger work would be refused by the hub.
 	MaxManifestsSize = 500 * 1024
-
-	// uidPrefixLength is how many leading characters of the hub Application's UID end
-	// the work name.
-	uidPrefixLength = 5
-
-	// nameHashLength is how many hex characters of the SHA-256 of the app name a
-	// shortened work name carries.
-	nameHashLength = 8
 )
 
 // JSONPaths of the pulled Application that the work agent does not re-apply when the
@@ -104,34 +87,6 @@ type RenderOptions struct {
 	AppProject *unstructured.Unstructured
 }
 
-// ManifestWorkName returns the name of the ManifestWork of a hub Application:
-// "<app name>-<first 5 characters of uid>", the name existing pull systems use. The UID
-// part keeps the name distinct when an app of the same name is re-created. uid must be
-// set.
-//
-// A name longer than MaxManifestWorkNameLength is shortened deterministically to
-// "<app name prefix>-<8 hex of the SHA-256 of the full app name>-<uid part>": the hash
-// keeps long names that share a prefix apart, and the prefix keeps the name readable.
-// Trailing '-' and '.' are cut from the prefix, so that a valid app name gives a valid
-// DNS-1123 subdomain.
-func ManifestWorkName(appName string, uid types.UID) string {
-	uidPart := string(uid)
-	if len(uidPart) > uidPrefixLength {
-		uidPart = uidPart[:uidPrefixLength]
-	}
-	name := appName + "-" + uidPart
-	if len(name) <= MaxManifestWorkNameLength {
-		return name
-	}
-	sum := sha256.Sum256([]byte(appName))
-	suffix := hex.EncodeToString(sum[:])[:nameHashLength] + "-" + uidPart
-	prefix := strings.TrimRight(appName[:MaxManifestWorkNameLength-len(suffix)-1], "-.")
-	if prefix == "" {
-		return suffix
-	}
-	return prefix + "-" + suffix
-}
-
 // RenderManifestWork renders the ManifestWork that carries a pulled hub Application to
 // its managed cluster. It does not check whether the Application asks to be pulled (see
 // argoapp.IsPullRequested), only that it can be rendered. Input that can never render
@@ -183,7 +138,7 @@ func renderManifestWork(app *unstructured.Unstructured, opts RenderOptions) (*wo
 		return nil, renderErrorf(ReasonInvalidAppNamespace, "app namespace %q is not a namespace name: %s",
 			appNamespace, strings.Join(errs, "; "))
 	}
-	workName := ManifestWorkName(app.GetName(), app.GetUID())
+	workName := argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 	if errs := validation.IsDNS1123Subdomain(workName); len(errs) > 0 {
 		return nil, renderErrorf(ReasonInvalidApplication, "work name %q is invalid: %s", workName, strings.Join(errs, "; "))
 	}
@@ -407,18 +362,11 @@ func withEntry(m map[string]string, key, value string) map[string]string {
 func argoCDFinalizers(finalizers []string) []string {
 	var out []string
 	for _, f := range finalizers {
-		if isArgoCDFinalizer(f) {
+		if argoapp.IsArgoCDFinalizer(f) {
 			out = append(out, f)
 		}
 	}
 	return out
-}
-
-// isArgoCDFinalizer reports whether Argo CD handles the finalizer f: its domain is
-// argocd.argoproj.io or a subdomain of it.
-func isArgoCDFinalizer(f string) bool {
-	domain, _, _ := strings.Cut(f, "/")
-	return domain == "argocd.argoproj.io" || strings.HasSuffix(domain, ".argocd.argoproj.io")
 }
 
 // applicationConfig returns the manifest configuration of the pulled Application: the

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 const testUID = "3f2a9c1e-7b4d-4e8a-9c1f-0a1b2c3d4e5f"
@@ -112,11 +112,6 @@ func payloadApplication(t *testing.T, work *workv1.ManifestWork) *unstructured.U
 		t.Fatal("work carries no Application")
 	}
 	return found
-}
-
-// setAnnotation sets one annotation of app.
-func setAnnotation(app *unstructured.Unstructured, key, value string) {
-	app.SetAnnotations(withEntry(app.GetAnnotations(), key, value))
 }
 
 // nested returns the value at path in obj, failing the test on a type error.
@@ -253,7 +248,7 @@ func TestRenderManifestWork(t *testing.T) {
 		{
 			name: "destination-name override",
 			mutate: func(app *unstructured.Unstructured) {
-				setAnnotation(app, argoapp.AnnotationDestinationName, "prod-east")
+				testenv.SetAnnotation(app, argoapp.AnnotationDestinationName, "prod-east")
 			},
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				want := map[string]any{"name": "prod-east", "namespace": "guestbook"}
@@ -268,7 +263,7 @@ func TestRenderManifestWork(t *testing.T) {
 		{
 			name: "destination-server override",
 			mutate: func(app *unstructured.Unstructured) {
-				setAnnotation(app, argoapp.AnnotationDestinationServer, "https://10.0.0.1:6443")
+				testenv.SetAnnotation(app, argoapp.AnnotationDestinationServer, "https://10.0.0.1:6443")
 			},
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				want := map[string]any{"server": "https://10.0.0.1:6443", "namespace": "guestbook"}
@@ -295,7 +290,7 @@ func TestRenderManifestWork(t *testing.T) {
 		{
 			name: "app-namespace annotation",
 			mutate: func(app *unstructured.Unstructured) {
-				setAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
 			},
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if payload.GetNamespace() != "gitops-east" {
@@ -358,7 +353,7 @@ func TestRenderManifestWork(t *testing.T) {
 		},
 		{
 			name:   "refresh annotation reaches the spoke, pull label and skip-reconcile do not",
-			mutate: func(app *unstructured.Unstructured) { setAnnotation(app, argoapp.AnnotationRefresh, "hard") },
+			mutate: func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") },
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if got := payload.GetAnnotations()[argoapp.AnnotationRefresh]; got != "hard" {
 					t.Errorf("payload refresh annotation = %q, want hard", got)
@@ -404,7 +399,7 @@ func TestRenderManifestWork(t *testing.T) {
 		{
 			name: "unicode in label and annotation values survives",
 			mutate: func(app *unstructured.Unstructured) {
-				setAnnotation(app, "description", "Gästebuch ☕ 日本語 — \"quoted\" <tag> & 🚀")
+				testenv.SetAnnotation(app, "description", "Gästebuch ☕ 日本語 — \"quoted\" <tag> & 🚀")
 				app.SetLabels(withEntry(app.GetLabels(), "team", "équipe-α"))
 			},
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
@@ -478,7 +473,7 @@ spec:
 			name: "non-default project in another app namespace: project moves with the app",
 			mutate: func(app *unstructured.Unstructured) {
 				app.Object["spec"].(map[string]any)["project"] = "team-a"
-				setAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
 			},
 			project: hubProject,
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
@@ -631,7 +626,7 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			name: "missing cluster annotation",
 			app: func(t *testing.T) *unstructured.Unstructured {
 				app := parse(t, hubApp)
-				setAnnotation(app, argoapp.AnnotationOCMManagedCluster, "")
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "")
 				return app
 			},
 			wantReason: ReasonMissingClusterAnnotation,
@@ -641,7 +636,7 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			name: "cluster annotation not a namespace name",
 			app: func(t *testing.T) *unstructured.Unstructured {
 				app := parse(t, hubApp)
-				setAnnotation(app, argoapp.AnnotationOCMManagedCluster, "East_1")
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "East_1")
 				return app
 			},
 			wantReason: ReasonInvalidClusterName,
@@ -651,7 +646,7 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			name: "app namespace not a namespace name",
 			app: func(t *testing.T) *unstructured.Unstructured {
 				app := parse(t, hubApp)
-				setAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A")
+				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A")
 				return app
 			},
 			wantReason: ReasonInvalidAppNamespace,
@@ -661,8 +656,8 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			name: "both destination overrides",
 			app: func(t *testing.T) *unstructured.Unstructured {
 				app := parse(t, hubApp)
-				setAnnotation(app, argoapp.AnnotationDestinationName, "prod")
-				setAnnotation(app, argoapp.AnnotationDestinationServer, "https://prod:6443")
+				testenv.SetAnnotation(app, argoapp.AnnotationDestinationName, "prod")
+				testenv.SetAnnotation(app, argoapp.AnnotationDestinationServer, "https://prod:6443")
 				return app
 			},
 			wantReason: ReasonInvalidDestination,
@@ -693,7 +688,7 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			name: "payload over the manifest size limit",
 			app: func(t *testing.T) *unstructured.Unstructured {
 				app := parse(t, hubApp)
-				setAnnotation(app, "blob", strings.Repeat("x", MaxManifestsSize))
+				testenv.SetAnnotation(app, "blob", strings.Repeat("x", MaxManifestsSize))
 				return app
 			},
 			wantReason: ReasonPayloadTooLarge,
@@ -728,7 +723,7 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 // manifests: a payload just under it renders.
 func TestRenderManifestWorkSizeLimitBoundary(t *testing.T) {
 	app := parse(t, hubApp)
-	setAnnotation(app, "blob", strings.Repeat("x", MaxManifestsSize-2048))
+	testenv.SetAnnotation(app, "blob", strings.Repeat("x", MaxManifestsSize-2048))
 	work, err := RenderManifestWork(app, RenderOptions{})
 	if err != nil {
 		t.Fatalf("RenderManifestWork() error: %v", err)
@@ -736,78 +731,6 @@ func TestRenderManifestWorkSizeLimitBoundary(t *testing.T) {
 	if size := work.Spec.Workload.Manifests[0].Size(); size > MaxManifestsSize {
 		t.Errorf("rendered %d bytes, over the limit %d", size, MaxManifestsSize)
 	}
-}
-
-func TestManifestWorkName(t *testing.T) {
-	long := func(prefix string) string { return prefix + strings.Repeat("a", 253-len(prefix)) }
-	tests := []struct {
-		name    string
-		appName string
-		uid     types.UID
-		want    string // exact name, when the test pins one
-	}{
-		{name: "short name", appName: "guestbook", uid: testUID, want: "guestbook-3f2a9"},
-		{name: "dotted name", appName: "east-1.guestbook", uid: testUID, want: "east-1.guestbook-3f2a9"},
-		{name: "short uid", appName: "guestbook", uid: "ab", want: "guestbook-ab"},
-		{name: "longest unshortened", appName: strings.Repeat("b", MaxManifestWorkNameLength-6), uid: testUID,
-			want: strings.Repeat("b", MaxManifestWorkNameLength-6) + "-3f2a9"},
-		{name: "253 characters", appName: long(""), uid: testUID},
-		{name: "253 characters, dot at the cut", appName: strings.Repeat("a", 172) + "." + strings.Repeat("b", 80), uid: testUID},
-		{name: "253 characters, dashes at the cut", appName: strings.Repeat("a", 170) + "----" + strings.Repeat("b", 79), uid: testUID},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if errs := validation.IsDNS1123Subdomain(tt.appName); len(errs) > 0 {
-				t.Fatalf("test app name is invalid: %v", errs)
-			}
-			got := ManifestWorkName(tt.appName, tt.uid)
-			if tt.want != "" && got != tt.want {
-				t.Errorf("ManifestWorkName() = %q, want %q", got, tt.want)
-			}
-			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
-				t.Errorf("%q is not a DNS-1123 subdomain: %v", got, errs)
-			}
-			if len(got) > MaxManifestWorkNameLength {
-				t.Errorf("%d characters, over %d", len(got), MaxManifestWorkNameLength)
-			}
-			// The AppliedManifestWork on the spoke is "<64-char hub hash>-<work name>".
-			if errs := validation.IsDNS1123Subdomain(strings.Repeat("f", 64) + "-" + got); len(errs) > 0 {
-				t.Errorf("AppliedManifestWork name for %q would be invalid: %v", got, errs)
-			}
-			if !strings.HasSuffix(got, "-"+string(tt.uid)[:min(5, len(tt.uid))]) {
-				t.Errorf("%q does not end with the UID prefix", got)
-			}
-			if got != ManifestWorkName(tt.appName, tt.uid) {
-				t.Error("not deterministic")
-			}
-		})
-	}
-
-	t.Run("distinct for distinct UIDs", func(t *testing.T) {
-		for _, name := range []string{"guestbook", long("")} {
-			a := ManifestWorkName(name, "11111-aaaa")
-			b := ManifestWorkName(name, "22222-aaaa")
-			if a == b {
-				t.Errorf("re-created app %q keeps the work name %q", name[:10], a)
-			}
-		}
-	})
-	t.Run("distinct for long names sharing a prefix", func(t *testing.T) {
-		seen := map[string]string{}
-		for _, name := range []string{long(""), long("x"), strings.Repeat("a", 252) + "b", strings.Repeat("a", 200)} {
-			got := ManifestWorkName(name, testUID)
-			if other, dup := seen[got]; dup {
-				t.Errorf("%q and %q share the work name %q", other, name, got)
-			}
-			seen[got] = name
-		}
-	})
-	t.Run("shortened name keeps a readable prefix", func(t *testing.T) {
-		got := ManifestWorkName("shop-"+strings.Repeat("c", 248), testUID)
-		if !strings.HasPrefix(got, "shop-ccc") {
-			t.Errorf("%q lost the app name prefix", got)
-		}
-	})
 }
 
 func TestRenderManifestWorkLongNameIsValid(t *testing.T) {

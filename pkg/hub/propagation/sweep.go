@@ -63,7 +63,7 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 	var found requestSet
 	for i := range works.Items {
 		work := &works.Items[i]
-		key, ok := applicationOfWork(work)
+		key, ok := argoapp.ApplicationOfWork(work)
 		if !ok {
 			log.Info("a ManifestWork carries the pull label but does not name its hub application; leaving it",
 				"work", client.ObjectKeyFromObject(work))
@@ -86,7 +86,7 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 		default:
 			pull, _ := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations())
 			current := work.Namespace == app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster] &&
-				work.Name == ManifestWorkName(app.GetName(), app.GetUID())
+				work.Name == argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 			if pull && current && app.GetDeletionTimestamp() == nil {
 				continue
 			}
@@ -101,3 +101,6 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 	}
 	return keys
 }
+
+// sweepInterval is how often the sweep looks for leftover ManifestWorks.
+const sweepInterval = 10 * time.Minute

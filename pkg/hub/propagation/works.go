@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +156,7 @@ func applyConfiguration(work *workv1.ManifestWork) (*unstructured.Unstructured, 
 	delete(obj, "status")
 	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
 	u := &unstructured.Unstructured{Object: obj}
-	u.SetGroupVersionKind(workv1.SchemeGroupVersion.WithKind("ManifestWork"))
+	u.SetGroupVersionKind(schema.GroupVersion(workv1.GroupVersion).WithKind("ManifestWork"))
 	return u, nil
 }
 

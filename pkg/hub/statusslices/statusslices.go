@@ -1,8 +1,11 @@
 // Package statusslices is the hub's reader of the status channel (docs/design.md, section
 // 8a): the ApplicationStatusSlices in which each cluster's agent reports the complete
-// status of its apps. pkg/hub/observed asks it for an app before the agent's report on
-// the ManagedClusterAddOn, so that the status mirror and the report controller show every
-// resource of an app, with its health, whatever the size of the cluster's report.
+// status of its apps. pkg/hub builds one Reader and hands it, in the observed.Decoder, to
+// the status mirror and the ApplicationSet report controller: the decoder asks it for an
+// app before the agent's report on the ManagedClusterAddOn, so that both show every
+// resource of an app, with its health, whatever the size of the cluster's report. Handler
+// enqueues what a change of a slice concerns. The package registers no controller; the
+// hub's cache keeps the slices as hubcache.Options says.
 package statusslices
 
 import (
@@ -14,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -48,7 +50,8 @@ type decodedSlice struct {
 	err             error
 }
 
-// NewReader returns a reader of the slices of addonName, from c (the manager's cache).
+// NewReader returns a reader of the slices of addonName, from c (the client that reads
+// through the manager's cache, hubcache.NewClient).
 func NewReader(c client.Reader, addonName string) *Reader {
 	return &Reader{client: c, addonName: addonName, decoded: map[string]map[types.UID]decodedSlice{}}
 }
@@ -214,27 +217,4 @@ func Handler(enqueue EnqueueApp) handler.EventHandler {
 			each(ctx, e.Object.GetNamespace(), ChangedApps(slice(e.Object), nil), q)
 		},
 	}
-}
-
-// CacheByObject returns the cache options of the slices: the hub keeps of each slice only
-// what it shows, without the tree's nodes (the hub has nowhere to show them yet) or the
-// resources' images, and without managed fields, so that the cache grows with the
-// resources of the apps and not with their trees.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{&statusv1alpha1.ApplicationStatusSlice{}: {Transform: stripForHub}}
-}
-
-func stripForHub(obj any) (any, error) {
-	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
-	if !ok {
-		return obj, nil
-	}
-	s.ManagedFields = nil
-	for i := range s.Apps {
-		s.Apps[i].Nodes = nil
-		for j := range s.Apps[i].Resources {
-			s.Apps[i].Resources[j].Images = nil
-		}
-	}
-	return s, nil
 }

@@ -3,10 +3,10 @@ package statusslices_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,18 +18,24 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appstatus"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
+
+// addonName names the addon's ManagedClusterAddOns, and labels its agents' slices.
+const addonName = clusterreport.DefaultAddonName
+
+// shared is the package's apiserver, started by the first envtest test.
+var shared testenv.Shared
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 // TestHubMirrorsTheSlices runs the real status mirror (pkg/hub/appstatus) with the
 // slices reader on a real apiserver: an app whose resource list the agent's
@@ -37,11 +43,7 @@ import (
 // messages, from the agent's slice; a change of the slice reaches the hub app; an app the
 // agent had to cut says so in a condition.
 func TestHubMirrorsTheSlices(t *testing.T) {
-	if testing.Short() {
-		t.Skip("envtest")
-	}
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t)
+	env := shared.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
@@ -52,16 +54,17 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
 	}
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		// As the manager caches them: without the tree's nodes.
-		Cache: cache.Options{ByObject: statusslices.CacheByObject()},
-	})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	reports := observed.NewReports().WithSlices(statusslices.NewReader(mgr.GetCache(), propagation.DefaultAddonName))
-	g.Expect(appstatus.Setup(mgr, appstatus.Options{ProgressingHold: 100 * time.Millisecond, Reports: reports})).To(gomega.Succeed())
-	go func() { _ = mgr.Start(ctx) }()
+	// The manager as pkg/hub.Run builds it (its scheme, and its cache, which keeps the
+	// slices without the tree's nodes), and the decoder with the slices reader, as
+	// pkg/hub.SetupControllers hands it to the status mirror.
+	opts := appstatus.Options{AddonName: addonName, Concurrency: 4, ProgressingHold: 100 * time.Millisecond}
+	var mgrCache cache.Cache
+	testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
+		func(mgr ctrl.Manager, c client.Client) error {
+			mgrCache = mgr.GetCache()
+			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, addonName))
+			return appstatus.Setup(mgr, c, decoder, opts)
+		})
 
 	// The hub app, its work with the feedback, and the agent's addon with a report that
 	// had to leave the app's resources out.
@@ -76,8 +79,8 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-		Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-		Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: propagation.DefaultAddonName},
+		Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
+		Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: addonName},
 		Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: "web"},
 	}}
 	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
@@ -92,7 +95,7 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 		Conditions: []metav1.Condition{},
 	}}
 	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: propagation.DefaultAddonName, Namespace: "cluster1"}}
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
 	enc, err := clusterreport.Encode(clusterreport.Report{Apps: []clusterreport.App{{
 		Namespace: "argocd", Name: "web", ManifestWork: work.Name, Sync: argoapp.SyncStatus{Status: "Synced", Revision: "rev1"},
@@ -144,7 +147,7 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 
 	// The manager's cache keeps no tree.
 	cached := &statusv1alpha1.ApplicationStatusSliceList{}
-	g.Expect(mgr.GetCache().List(ctx, cached, client.InNamespace("cluster1"))).To(gomega.Succeed())
+	g.Expect(mgrCache.List(ctx, cached, client.InNamespace("cluster1"))).To(gomega.Succeed())
 	g.Expect(cached.Items).To(gomega.HaveLen(1))
 	g.Expect(cached.Items[0].Apps[0].Nodes).To(gomega.BeEmpty())
 	g.Expect(cached.Items[0].ManagedFields).To(gomega.BeEmpty())

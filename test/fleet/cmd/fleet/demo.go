@@ -77,7 +77,7 @@ func demo(args []string) error {
 	phase("clusteradm addon enable --names argocd-pull --clusters %s", strings.Join(names, ","))
 	if out, err := run(bin, f.Hub.Kubeconfig, "clusteradm", "addon", "enable", "--names", clusterreport.DefaultAddonName,
 		"--clusters", strings.Join(names, ",")); err != nil {
-		return fmt.Errorf("clusteradm: %v: %s", err, out)
+		return fmt.Errorf("clusteradm: %w: %s", err, out)
 	}
 	for _, mc := range f.Clusters {
 		if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {

@@ -137,7 +137,7 @@ func upDetached(dir string, args []string) error {
 		select {
 		case err := <-exited:
 			out, _ := os.ReadFile(logPath)
-			return fmt.Errorf("fleet exited (%v):\n%s", err, out)
+			return fmt.Errorf("fleet exited (%w):\n%s", err, out)
 		case <-time.After(time.Second):
 			if st, err := fleet.ReadState(dir); err == nil && st.Pid == cmd.Process.Pid {
 				out, _ := os.ReadFile(logPath)

@@ -1,4 +1,4 @@
-package propagation
+package argoapp
 
 import (
 	"crypto/sha256"

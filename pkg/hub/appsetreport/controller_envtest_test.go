@@ -1,16 +1,14 @@
-package report
+package appsetreport
 
 import (
 	"context"
 	"fmt"
-	"maps"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -18,24 +16,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -68,12 +60,13 @@ func syncErrorMessage(variant string) string {
 	return msg
 }
 
+// shared is the package's apiserver, started by the first envtest test.
+var shared testenv.Shared
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
+
 func TestReportController(t *testing.T) {
-	if testing.Short() {
-		t.Skip("envtest")
-	}
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t)
+	env := shared.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
@@ -90,49 +83,15 @@ func TestReportController(t *testing.T) {
 		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
 	}
 
-	// The manager as pkg/hub.Run builds it: its scheme, the caches of propagation and of
-	// the report merged, one shared decoder of the agents' reports.
-	scheme := runtime.NewScheme()
-	g.Expect(clientgoscheme.AddToScheme(scheme)).To(gomega.Succeed())
-	g.Expect(AddToScheme(scheme)).To(gomega.Succeed())
-	watchNamespaces := []string{appsNamespace}
-	opts := Options{WatchNamespaces: watchNamespaces, Concurrency: 2, Reports: observed.NewReports()}
-	byObject := propagation.CacheByObject(propagation.Options{WatchNamespaces: watchNamespaces})
-	maps.Copy(byObject, CacheByObject(opts))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Cache: cache.Options{ByObject: byObject},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	// The manager as pkg/hub.Run builds it (its scheme and cache), and one decoder of the
+	// agents' reports; writes counts the controller's writes.
+	opts := Options{AddonName: clusterreport.DefaultAddonName, WatchNamespaces: []string{appsNamespace}, Concurrency: 2, WriteInterval: time.Second}
+	decoder := observed.NewDecoder()
+	writes := &testenv.WriteLog{}
+	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces}
+	testenv.StartManager(t, env, scope, writes, func(mgr ctrl.Manager, c client.Client) error {
+		return Setup(mgr, c, decoder, opts)
 	})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	// writes counts the controller's successful writes.
-	var writes atomic.Int64
-	counted := func(err error) error {
-		if err == nil {
-			writes.Add(1)
-		}
-		return err
-	}
-	g.Expect(setup(mgr, opts, func(w client.WithWatch) client.WithWatch {
-		return interceptor.NewClient(w, interceptor.Funcs{
-			Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, o ...client.CreateOption) error {
-				return counted(cl.Create(ctx, obj, o...))
-			},
-			Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
-				return counted(cl.Update(ctx, obj, o...))
-			},
-			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
-				return counted(cl.Patch(ctx, obj, p, o...))
-			},
-			Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, o ...client.ApplyOption) error {
-				return counted(cl.Apply(ctx, obj, o...))
-			},
-			Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
-				return counted(cl.Delete(ctx, obj, o...))
-			},
-		})
-	})).To(gomega.Succeed())
-	go func() { _ = mgr.Start(ctx) }()
 
 	// The ApplicationSet, and one pulled Application per cluster, owned by it.
 	appSet := &unstructured.Unstructured{Object: map[string]any{
@@ -170,10 +129,10 @@ func TestReportController(t *testing.T) {
 		apps[cluster] = app
 		// As propagation's renderManifestWork labels and annotates an ApplicationSet work.
 		work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-			Name: propagation.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
+			Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
 			Labels: map[string]string{
 				argoapp.LabelPullToOCMManagedCluster: "true",
-				argoapp.LabelAddon:                   propagation.DefaultAddonName,
+				argoapp.LabelAddon:                   opts.AddonName,
 				argoapp.LabelApplicationSet:          "true",
 				argoapp.LabelApplicationSetHash:      argoapp.ApplicationSetHash(appsNamespace, appSetName),
 			},
@@ -246,7 +205,7 @@ func TestReportController(t *testing.T) {
 		})
 		cur := &addonv1beta1.ManagedClusterAddOn{}
 		g.Eventually(func() error {
-			if err := c.Get(ctx, types.NamespacedName{Namespace: cluster, Name: propagation.DefaultAddonName}, cur); err != nil {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: cluster, Name: opts.AddonName}, cur); err != nil {
 				return err
 			}
 			cur.Status.Conditions = conds
@@ -256,7 +215,7 @@ func TestReportController(t *testing.T) {
 	}
 	for _, cluster := range clusters {
 		g.Expect(c.Create(ctx, &addonv1beta1.ManagedClusterAddOn{
-			ObjectMeta: metav1.ObjectMeta{Name: propagation.DefaultAddonName, Namespace: cluster},
+			ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster},
 		})).To(gomega.Succeed())
 		setAgentReport(cluster, nil, metav1.ConditionTrue, "")
 	}
@@ -455,7 +414,7 @@ func TestReportController(t *testing.T) {
 		// report controller's watch delivers it; here the test does, about half the time.
 		// The Event is recorded all the same (observed.TestReportsClaimError pins this
 		// deterministically).
-		_, decodeErr, _ := opts.Reports.Get(addon)
+		_, decodeErr, _ := decoder.Get(addon)
 		g.Expect(decodeErr).To(gomega.HaveOccurred())
 		g.Eventually(func(g gomega.Gomega) {
 			events := &eventsv1.EventList{}
@@ -463,7 +422,7 @@ func TestReportController(t *testing.T) {
 			var notes []string
 			for _, e := range events.Items {
 				if e.Reason == ReasonInvalidAgentReport && e.Type == corev1.EventTypeWarning &&
-					e.Regarding.Kind == "ManagedClusterAddOn" && e.Regarding.Name == propagation.DefaultAddonName {
+					e.Regarding.Kind == "ManagedClusterAddOn" && e.Regarding.Name == opts.AddonName {
 					notes = append(notes, e.Note)
 				}
 			}
@@ -515,12 +474,12 @@ func TestReportController(t *testing.T) {
 		var rv string
 		g.Eventually(func(g gomega.Gomega) {
 			rv = getReport(g).ResourceVersion
-			n := writes.Load()
+			n := int64(writes.Succeeded())
 			time.Sleep(300 * time.Millisecond)
-			g.Expect(writes.Load()).To(gomega.Equal(n))
+			g.Expect(int64(writes.Succeeded())).To(gomega.Equal(n))
 			g.Expect(getReport(g).ResourceVersion).To(gomega.Equal(rv))
 		}).Should(gomega.Succeed())
-		before := writes.Load()
+		before := int64(writes.Succeeded())
 
 		// The same feedback and agent reports again, each in a new version of its object.
 		setFeedback("cluster1", feedback{"Missing", "OutOfSync", "Failed"}, "again")
@@ -550,14 +509,14 @@ func TestReportController(t *testing.T) {
 		}
 		touch(appSet.DeepCopy())
 		g.Consistently(func(g gomega.Gomega) {
-			g.Expect(writes.Load()).To(gomega.Equal(before))
+			g.Expect(int64(writes.Succeeded())).To(gomega.Equal(before))
 			g.Expect(getReport(g).ResourceVersion).To(gomega.Equal(rv))
 		}, 2*time.Second, 100*time.Millisecond).Should(gomega.Succeed())
 	})
 
 	t.Run("a burst of changes is written at most once per interval", func(t *testing.T) {
 		g := newG(t)
-		before := writes.Load()
+		before := int64(writes.Succeeded())
 		start := time.Now()
 		// Ten changes of one cluster's feedback, faster than the write interval, ending
 		// where they started.
@@ -572,14 +531,16 @@ func TestReportController(t *testing.T) {
 			g.Expect(e.SyncStatus).To(gomega.Equal("OutOfSync"))
 		}).Should(gomega.Succeed())
 		elapsed := time.Since(start)
-		// One write per DefaultWriteInterval started, and one for the last change.
-		maxWrites := int64(elapsed/DefaultWriteInterval) + 2
-		g.Consistently(func() int64 { return writes.Load() - before }, 1500*time.Millisecond, 100*time.Millisecond).
+		// One write per opts.WriteInterval started, and one for the last change.
+		maxWrites := int64(elapsed/opts.WriteInterval) + 2
+		g.Consistently(func() int64 { return int64(writes.Succeeded()) - before }, 1500*time.Millisecond, 100*time.Millisecond).
 			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
 	})
 
 	t.Run("on a CRD that declares only the documented fields (ACM's), the report still applies, exact", func(t *testing.T) {
 		g := newG(t)
+		scheme, err := hubcache.NewScheme()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
 		crds, err := client.New(env.Config, client.Options{Scheme: scheme})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Eventually(func() error {
@@ -607,12 +568,12 @@ func TestReportController(t *testing.T) {
 		}).Should(gomega.Succeed())
 		// Settled: the fitted report is up to date, not rewritten for fields it cannot hold.
 		g.Eventually(func(g gomega.Gomega) {
-			n := writes.Load()
+			n := int64(writes.Succeeded())
 			time.Sleep(500 * time.Millisecond)
-			g.Expect(writes.Load()).To(gomega.Equal(n))
+			g.Expect(int64(writes.Succeeded())).To(gomega.Equal(n))
 		}).Should(gomega.Succeed())
-		before := writes.Load()
-		g.Consistently(func() int64 { return writes.Load() }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
+		before := int64(writes.Succeeded())
+		g.Consistently(func() int64 { return int64(writes.Succeeded()) }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
 	})
 
 	t.Run("deleted when the ApplicationSet has no pulled apps anymore", func(t *testing.T) {

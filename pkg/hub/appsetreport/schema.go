@@ -1,4 +1,4 @@
-package report
+package appsetreport
 
 // This file fits a report to the CRD that the hub serves. The chart's CRD declares every
 // field this controller writes; the CRD that Red Hat ACM installs (crds.install=false)

@@ -1,11 +1,11 @@
-// Package report keeps one MulticlusterApplicationSetReport per ApplicationSet that has
-// pulled Applications: the status of each of its Applications on its cluster, the union
-// of the resources they deployed, and a summary (shared/reference/pull-model.md,
-// section 5). It is event-driven: a change to a ManifestWork's feedback, to an agent's
+// Package appsetreport keeps one MulticlusterApplicationSetReport per ApplicationSet that
+// has pulled Applications: the status of each of its Applications on its cluster, the
+// union of the resources they deployed, and a summary (docs/pull-model.md, section 5).
+// It is event-driven: a change to a ManifestWork's feedback, to an agent's
 // report, to the ApplicationSet's Applications or to a cluster's availability re-renders
 // the affected reports only, coalesced per report, and a report is written only when its
 // content changed.
-package report
+package appsetreport
 
 import (
 	"cmp"

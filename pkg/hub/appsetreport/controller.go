@@ -1,10 +1,11 @@
-package report
+package appsetreport
 
-// This file wires the report controller: its options, the watches that enqueue reports,
-// and the reconcile that renders and writes one report.
+// This file wires the ApplicationSet report controller: its options, the watches that
+// enqueue reports, and the reconcile that renders and writes one report.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,13 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -39,11 +37,10 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
-// ControllerName names the report controller: its logs, metrics and Events.
+// ControllerName names the ApplicationSet report controller: its logs, metrics and Events.
 const ControllerName = "argocd-pull-report"
 
 // FieldManager is the server-side apply field manager of the reports.
@@ -53,77 +50,39 @@ const FieldManager = ControllerName
 // whose agent report (or part of it) cannot be decoded.
 const ReasonInvalidAgentReport = "InvalidAgentReport"
 
-// Options configure the report controller.
+// Options configure the ApplicationSet report controller. AddonName and Concurrency are
+// required; pkg/hub's DefaultOptions holds the defaults.
 type Options struct {
-	// AddonName names every ManagedClusterAddOn of the addon. Empty means
-	// propagation.DefaultAddonName.
+	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
 	// WatchNamespaces limits the reports to the ApplicationSets of these namespaces;
 	// empty means all namespaces.
 	WatchNamespaces []string
-	// Concurrency is the number of parallel reconciles; 0 means 4.
+	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// Reports decodes the agents' reports; share one with the status mirror. Nil means
-	// a cache of the controller's own.
-	Reports *observed.Reports
 	// WriteInterval is the shortest time between two writes of one report; the changes
 	// in between go into the next write. A report of a thousand clusters is hundreds of
-	// kilobytes, and every app of the ApplicationSet changes it while it rolls out. Zero
-	// means DefaultWriteInterval; negative means no limit. The interval also grows to
-	// writeCostFactor times the last write's duration, so that a busy apiserver spends
-	// at most about a tenth of its time on each report.
+	// kilobytes, and every app of the ApplicationSet changes it while it rolls out.
+	// Negative means no limit. The interval also grows to writeCostFactor times the last
+	// write's duration, so that a busy apiserver spends at most about a tenth of its time
+	// on each report.
 	WriteInterval time.Duration
 }
-
-// DefaultWriteInterval is the default Options.WriteInterval.
-const DefaultWriteInterval = time.Second
 
 // writeCostFactor: the next write of a report waits at least this many times as long
 // as its last write took.
 const writeCostFactor = 10
 
-func (o Options) withDefaults() Options {
+// validate reports options that cannot work.
+func (o Options) validate() error {
+	var errs []error
 	if o.AddonName == "" {
-		o.AddonName = propagation.DefaultAddonName
+		errs = append(errs, errors.New("the addon name is empty"))
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 4
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.Reports == nil {
-		o.Reports = observed.NewReports()
-	}
-	if o.WriteInterval == 0 {
-		o.WriteInterval = DefaultWriteInterval
-	}
-	return o
-}
-
-// AddToScheme adds the report type, and the OCM types the controller reads, to scheme.
-func AddToScheme(scheme *runtime.Scheme) error {
-	if err := propagation.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := statusv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	return appsv1alpha1.AddToScheme(scheme)
-}
-
-// CacheByObject returns the cache options of the ApplicationSets: the watched
-// namespaces only. The ManifestWorks, ManagedClusterAddOns and Applications are cached
-// as propagation.CacheByObject says; merge both into the manager's cache options.
-func CacheByObject(opts Options) map[client.Object]cache.ByObject {
-	if len(opts.WatchNamespaces) == 0 {
-		return nil
-	}
-	byNamespace := cache.ByObject{Namespaces: map[string]cache.Config{}}
-	for _, ns := range opts.WatchNamespaces {
-		byNamespace.Namespaces[ns] = cache.Config{}
-	}
-	return map[client.Object]cache.ByObject{argoapp.NewApplicationSet(): byNamespace}
+	return errors.Join(errs...)
 }
 
 // Cache indexes of this controller.
@@ -133,16 +92,14 @@ const (
 	indexByApplicationSet = "argocd-pull.report.applicationSet"
 )
 
-// Setup registers the report controller with mgr. Run the scheme through AddToScheme
-// first.
-func Setup(mgr ctrl.Manager, opts Options) error {
-	return setup(mgr, opts, nil)
-}
-
-// setup is Setup; intercept, when set, wraps the controller's client (the tests count
-// the writes through it).
-func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) client.WithWatch) error {
-	opts = opts.withDefaults()
+// Setup registers the ApplicationSet report controller with mgr. c reads through the
+// manager's cache (hubcache.NewClient), which hubcache.Options scopes; decoder decodes
+// the agents' reports, shared with the status mirror. The controller records the
+// Events of invalid agent reports, and forgets the report of a deleted addon.
+func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("invalid ApplicationSet report options: %w", err)
+	}
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &workv1.ManifestWork{}, indexByApplicationSet, func(o client.Object) []string {
 		if key := o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet]; key != "" {
@@ -160,36 +117,40 @@ func setup(mgr ctrl.Manager, opts Options, intercept func(client.WithWatch) clie
 	}); err != nil {
 		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
 	}
-	c, err := propagation.CachedClient(mgr)
-	if err != nil {
-		return err
+	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
+		nextWrite: map[types.NamespacedName]time.Time{}, served: &servedSchema{reader: mgr.GetAPIReader()}}
+	agent := observed.AddonHandler{
+		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
+		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
+			return parseApplicationSetKey(app.ApplicationSet)
+		},
+		Changed: r.recordInvalidReport,
+		Deleted: func(addon *addonv1beta1.ManagedClusterAddOn) { decoder.Forget(addon.Namespace, addon.Name) },
 	}
-	if intercept != nil {
-		c = intercept(c)
-	}
-	r := &reconciler{client: c, recorder: mgr.GetEventRecorder(ControllerName), opts: opts, nextWrite: map[types.NamespacedName]time.Time{},
-		served: &servedSchema{reader: mgr.GetAPIReader()}}
-	err = ctrl.NewControllerManagedBy(mgr).
+	// The agent's report and its status slices enqueue the same requests.
+	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), existenceChanged)).
+		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), uidChanged)).
 		Watches(&appsv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(argoapp.NewApplication(), handler.EnqueueRequestsFromMapFunc(mapApplication),
 			builder.WithPredicates(applicationMembershipChanged)).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
-			builder.WithPredicates(workChanged)).
-		Watches(&addonv1beta1.ManagedClusterAddOn{}, r.addonHandler()).
-		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(r.enqueueApp)).
+			builder.WithPredicates(hostedByApplicationSet, observed.WorkObservationChangedPredicate)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
-		return fmt.Errorf("set up the report controller: %w", err)
+		return fmt.Errorf("set up the ApplicationSet report controller: %w", err)
 	}
 	return nil
 }
 
 type reconciler struct {
-	client   client.Client
+	client client.Client
+	// decoder decodes the agents' reports.
+	decoder  *observed.Decoder
 	recorder events.EventRecorder
 	opts     Options
 	// served fits the reports to the CRD the hub serves.
@@ -346,7 +307,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			continue
 		}
 		cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
-		workName := propagation.ManifestWorkName(app.GetName(), app.GetUID())
+		workName := argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 		work := worksByName[types.NamespacedName{Namespace: cluster, Name: workName}]
 		addon, ok := addons[cluster]
 		if !ok {
@@ -361,7 +322,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		}
 		// The Event of a rejection is recorded by the addon watch, that of an absence by
 		// the status mirror, on the hub Application.
-		obs := r.opts.Reports.Observe(addon, work, client.ObjectKeyFromObject(app), now)
+		obs := r.decoder.Observe(addon, work, client.ObjectKeyFromObject(app), now)
 		if obs.RecheckAfter > 0 && (recheck == 0 || obs.RecheckAfter < recheck) {
 			recheck = obs.RecheckAfter
 		}
@@ -431,57 +392,10 @@ func mapWork(_ context.Context, work client.Object) []reconcile.Request {
 	return nil
 }
 
-// addonHandler enqueues the reports that a change of a cluster's ManagedClusterAddOn
-// affects: every report with an app on the cluster when the addon appears, goes or
-// changes in a way that concerns all its apps (observed.ClusterWideChange); else those
-// whose apps' entries in the agent's report changed.
-// It records an invalid agent report as a Warning Event, once per version.
-func (r *reconciler) addonHandler() handler.EventHandler {
-	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			if addon, ok := r.addon(e.Object); ok {
-				r.checkReport(ctx, addon)
-				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			if addon, ok := r.addon(e.Object); ok {
-				r.opts.Reports.Forget(addon.Namespace, addon.Name)
-				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			old, ok1 := r.addon(e.ObjectOld)
-			addon, ok2 := r.addon(e.ObjectNew)
-			if !ok1 || !ok2 {
-				return
-			}
-			r.checkReport(ctx, addon)
-			if observed.ClusterWideChange(old.Status.Conditions, addon.Status.Conditions) {
-				observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q)
-				return
-			}
-			for _, c := range observed.ChangedAppConditions(old.Status.Conditions, addon.Status.Conditions) {
-				app, err := clusterreport.DecodeApp(c)
-				if err != nil {
-					observed.EnqueueClusterWorks(ctx, r.client, addon.Namespace, mapWork, q) // cannot tell whose: all of them
-					return
-				}
-				r.enqueueApp(ctx, addon.Namespace, app, q)
-			}
-		},
-	}
-}
-
-func (r *reconciler) addon(o client.Object) (*addonv1beta1.ManagedClusterAddOn, bool) {
-	addon, ok := o.(*addonv1beta1.ManagedClusterAddOn)
-	return addon, ok && addon.Name == r.opts.AddonName
-}
-
-// checkReport decodes a new version of the agent's report, and records what it rejects.
-func (r *reconciler) checkReport(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) {
-	err := r.opts.Reports.ClaimError(addon)
+// recordInvalidReport decodes a new version of the agent's report, and records what it
+// rejects as a Warning Event, once per version.
+func (r *reconciler) recordInvalidReport(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn) {
+	err := r.decoder.ClaimError(addon)
 	if err == nil {
 		return
 	}
@@ -496,30 +410,11 @@ func (r *reconciler) checkReport(ctx context.Context, addon *addonv1beta1.Manage
 	r.recorder.Eventf(addon, nil, corev1.EventTypeWarning, ReasonInvalidAgentReport, "DecodeReport", "%s", note)
 }
 
-// enqueueApp enqueues the report of one app of the agent's report: through its
-// ApplicationSet, else through its work.
-func (r *reconciler) enqueueApp(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if key, ok := parseApplicationSetKey(app.ApplicationSet); ok {
-		q.Add(reconcile.Request{NamespacedName: key})
-		return
-	}
-	if app.ManifestWork == "" {
-		return
-	}
-	work := &workv1.ManifestWork{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: app.ManifestWork}, work); err != nil {
-		return
-	}
-	for _, req := range mapWork(ctx, work) {
-		q.Add(req)
-	}
-}
-
 // Predicates.
 
-// existenceChanged passes creations and deletions only: the report needs the
-// ApplicationSet's UID, which never changes.
-var existenceChanged = predicate.Funcs{
+// uidChanged passes creations, deletions and the updates that change the UID, which
+// none does: of the ApplicationSet, the report reads only its UID.
+var uidChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetUID() != e.ObjectNew.GetUID() },
 }
 
@@ -536,16 +431,14 @@ var applicationMembershipChanged = predicate.Funcs{
 	},
 }
 
-// workChanged passes ApplicationSet works whose feedback or back-pointers changed.
-var workChanged = predicate.Funcs{
+// hostedByApplicationSet passes the works of ApplicationSet apps: those with the
+// hosting-applicationset annotation, before or after an update.
+var hostedByApplicationSet = predicate.Funcs{
 	CreateFunc:  func(e event.CreateEvent) bool { return isApplicationSetWork(e.Object) },
 	DeleteFunc:  func(e event.DeleteEvent) bool { return isApplicationSetWork(e.Object) },
 	GenericFunc: func(e event.GenericEvent) bool { return isApplicationSetWork(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		if !isApplicationSetWork(e.ObjectOld) && !isApplicationSetWork(e.ObjectNew) {
-			return false
-		}
-		return observed.WorkObservationChanged(e.ObjectOld, e.ObjectNew)
+		return isApplicationSetWork(e.ObjectOld) || isApplicationSetWork(e.ObjectNew)
 	},
 }
 

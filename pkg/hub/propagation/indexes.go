@@ -1,0 +1,85 @@
+package propagation
+
+// This file holds the cache indexes that the watches and the reconcile read through.
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+// Cache indexes.
+const (
+	// indexWorkByApplication indexes the pulled ManifestWorks by "<namespace>/<name>" of
+	// their hub Application.
+	indexWorkByApplication = "argocd-pull.hubApplication"
+	// indexApplicationByCluster indexes the hub Applications by their target cluster.
+	indexApplicationByCluster = "argocd-pull.targetCluster"
+	// indexApplicationByProject indexes the hub Applications by their AppProject.
+	indexApplicationByProject = "argocd-pull.project"
+	// indexBySpokeApplication indexes the pulled ManifestWorks by the spokeApplicationKey
+	// of the Application they apply on their managed cluster, and the hub Applications
+	// by the one their work would have.
+	indexBySpokeApplication = "argocd-pull.spokeApplication"
+)
+
+func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	indexes := []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&workv1.ManifestWork{}, indexWorkByApplication, func(obj client.Object) []string {
+			if key, ok := argoapp.ApplicationOfWork(obj); ok {
+				return []string{key.String()}
+			}
+			return nil
+		}},
+		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
+			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
+				return []string{cluster}
+			}
+			return nil
+		}},
+		{&workv1.ManifestWork{}, indexBySpokeApplication, func(obj client.Object) []string {
+			work, ok := obj.(*workv1.ManifestWork)
+			if !ok {
+				return nil
+			}
+			if _, pulled := argoapp.ApplicationOfWork(work); !pulled {
+				return nil
+			}
+			if key, ok := spokeApplicationKey(work); ok {
+				return []string{key}
+			}
+			return nil
+		}},
+		{argoapp.NewApplication(), indexBySpokeApplication, func(obj client.Object) []string {
+			if key, ok := spokeApplicationKeyOf(obj); ok {
+				return []string{key}
+			}
+			return nil
+		}},
+		{argoapp.NewApplication(), indexApplicationByProject, func(obj client.Object) []string {
+			app, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return nil
+			}
+			if project, _, _ := unstructured.NestedString(app.Object, "spec", "project"); project != "" {
+				return []string{project}
+			}
+			return nil
+		}},
+	}
+	for _, index := range indexes {
+		if err := indexer.IndexField(ctx, index.obj, index.field, index.extract); err != nil {
+			return fmt.Errorf("index %s: %w", index.field, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package propagation
+
+// This file holds the predicates of the watches, each named for what it lets through.
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+)
+
+// Predicates: they drop the events that cannot change any outcome.
+
+// inNamespaces keeps the objects of the watched namespaces.
+func inNamespaces(opts Options) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool { return opts.watches(obj.GetNamespace()) })
+}
+
+// inNamespace keeps the objects of one namespace.
+func inNamespace(namespace string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == namespace })
+}
+
+// named keeps the objects of one name.
+func named(name string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == name })
+}
+
+// renderInputsChanged drops the updates of an Application that change neither what is
+// rendered nor how it is selected (applicationInputsChanged): a status-only update, above all. The Application CRD
+// has no status subresource, so a status update bumps metadata.generation too, and the
+// generation cannot tell.
+var renderInputsChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldApp, okOld := e.ObjectOld.(*unstructured.Unstructured)
+		newApp, okNew := e.ObjectNew.(*unstructured.Unstructured)
+		if !okOld || !okNew {
+			return true
+		}
+		return applicationInputsChanged(oldApp, newApp)
+	},
+}
+
+// applicationInputsChanged reports whether anything that propagation reads differs
+// between two versions of an Application: everything but the status and the
+// server-maintained metadata.
+func applicationInputsChanged(oldApp, newApp *unstructured.Unstructured) bool {
+	return !equality.Semantic.DeepEqual(oldApp.GetLabels(), newApp.GetLabels()) ||
+		!equality.Semantic.DeepEqual(oldApp.GetAnnotations(), newApp.GetAnnotations()) ||
+		!slices.Equal(oldApp.GetFinalizers(), newApp.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(oldApp.GetOwnerReferences(), newApp.GetOwnerReferences()) ||
+		!equality.Semantic.DeepEqual(oldApp.GetDeletionTimestamp(), newApp.GetDeletionTimestamp()) ||
+		oldApp.GetUID() != newApp.GetUID() ||
+		!reflect.DeepEqual(oldApp.Object["spec"], newApp.Object["spec"]) ||
+		!reflect.DeepEqual(oldApp.Object["operation"], newApp.Object["operation"]) ||
+		operationResultMirrored(oldApp, newApp)
+}
+
+// operationResultMirrored reports whether the status mirror changed the operation state
+// of an Application that holds an operation: the operation may now leave it (see
+// hubShowsOperation).
+func operationResultMirrored(oldApp, newApp *unstructured.Unstructured) bool {
+	if newApp.Object["operation"] == nil {
+		return false
+	}
+	oldState, _, _ := unstructured.NestedMap(oldApp.Object, "status", "operationState")
+	newState, _, _ := unstructured.NestedMap(newApp.Object, "status", "operationState")
+	return oldState["phase"] != newState["phase"] || oldState["startedAt"] != newState["startedAt"]
+}
+
+// workChangedBeyondFeedback drops the updates of a ManifestWork that only refresh its status feedback:
+// its spec, metadata or Applied condition must change, or, while it delivers an
+// operation, the spoke's operation state.
+var workChangedBeyondFeedback = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldWork, okOld := e.ObjectOld.(*workv1.ManifestWork)
+		newWork, okNew := e.ObjectNew.(*workv1.ManifestWork)
+		if !okOld || !okNew {
+			return true
+		}
+		return oldWork.Generation != newWork.Generation ||
+			!equality.Semantic.DeepEqual(oldWork.Labels, newWork.Labels) ||
+			!equality.Semantic.DeepEqual(oldWork.Annotations, newWork.Annotations) ||
+			!equality.Semantic.DeepEqual(oldWork.DeletionTimestamp, newWork.DeletionTimestamp) ||
+			!equality.Semantic.DeepEqual(appliedState(oldWork), appliedState(newWork)) ||
+			operationStateChanged(oldWork, newWork)
+	},
+}
+
+// operationStateChanged reports whether the spoke's operation state changed in the
+// feedback of a work that delivers an operation: the change may complete it.
+func operationStateChanged(oldWork, newWork *workv1.ManifestWork) bool {
+	if _, delivering := newWork.Annotations[argoapp.AnnotationOperationBaseline]; !delivering {
+		return false
+	}
+	o, n := observed.FeedbackOf(oldWork), observed.FeedbackOf(newWork)
+	return o.OperationStatePhase != n.OperationStatePhase || o.OperationStateStartedAt != n.OperationStateStartedAt
+}
+
+// appliedState is what propagation reads of a work's Applied condition.
+func appliedState(work *workv1.ManifestWork) [2]string {
+	applied := meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied)
+	if applied == nil {
+		return [2]string{}
+	}
+	return [2]string{string(applied.Status), strconv.FormatInt(applied.ObservedGeneration, 10)}
+}
+
+// createdOrDeleted keeps the creations and deletions of an object, and the update that
+// starts its deletion: for a ManagedCluster or a ManagedClusterAddOn, only whether it
+// exists matters.
+var createdOrDeleted = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	},
+}
+
+// pauseChanged keeps the updates of the ClusterManagementAddOn that change the pause
+// annotation.
+var pauseChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldValue, oldSet := e.ObjectOld.GetAnnotations()[AnnotationPausePropagation]
+		newValue, newSet := e.ObjectNew.GetAnnotations()[AnnotationPausePropagation]
+		return oldSet != newSet || oldValue != newValue
+	},
+}
+
+// specOrMetadataChanged keeps the updates that change an object's labels, annotations or
+// spec: it drops the status-only updates of an object without a status subresource (an
+// AppProject).
+var specOrMetadataChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldObj, okOld := e.ObjectOld.(*unstructured.Unstructured)
+		newObj, okNew := e.ObjectNew.(*unstructured.Unstructured)
+		if !okOld || !okNew {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(oldObj.GetLabels(), newObj.GetLabels()) ||
+			!equality.Semantic.DeepEqual(oldObj.GetAnnotations(), newObj.GetAnnotations()) ||
+			!reflect.DeepEqual(oldObj.Object["spec"], newObj.Object["spec"])
+	},
+}
+
+// decisionsChanged keeps the updates of a PlacementDecision that change the clusters it
+// selects.
+var decisionsChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldDecision, okOld := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
+		newDecision, okNew := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
+		if !okOld || !okNew {
+			return true
+		}
+		return !slices.Equal(selectedClusters(oldDecision), selectedClusters(newDecision))
+	},
+}
+
+// selectedClusters returns the sorted cluster names a PlacementDecision selects.
+func selectedClusters(decision *clusterv1beta1.PlacementDecision) []string {
+	clusters := make([]string, 0, len(decision.Status.Decisions))
+	for _, d := range decision.Status.Decisions {
+		clusters = append(clusters, d.ClusterName)
+	}
+	slices.Sort(clusters)
+	return clusters
+}

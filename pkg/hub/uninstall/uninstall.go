@@ -1,0 +1,347 @@
+// Package uninstall takes the addon off a hub without surprises: it stops the manager,
+// then either leaves every pulled Application running on its cluster (the works are
+// orphaned) or removes them from the clusters (the works are deleted), releases the
+// manager's finalizer from the hub Applications and deletes the Argo CD cluster Secrets
+// the manager made. The chart runs it as a pre-delete hook (docs/operations.md,
+// "Uninstall").
+package uninstall
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
+)
+
+// Mode is what happens to the pulled Applications on the managed clusters.
+type Mode string
+
+const (
+	// LeaveRunning orphans the works: each cluster keeps its Application, which its own
+	// Argo CD keeps syncing, and the Application's resources.
+	LeaveRunning Mode = "leave-running"
+	// RemoveApps deletes the works: each cluster's work agent deletes its Application, and
+	// Argo CD prunes its resources where the Application carries its resources finalizer.
+	RemoveApps Mode = "remove-apps"
+)
+
+// Options say what to uninstall and how.
+type Options struct {
+	Mode            Mode
+	AddonName       string
+	ArgoCDNamespace string
+	// Namespace, Deployment and Lease locate the manager: it is scaled to zero, and the
+	// clean-up starts once its leader election Lease is released or has expired.
+	Namespace  string
+	Deployment string
+	Lease      string
+	// Timeout bounds the wait for the manager to stop and for the clusters to act on their
+	// works. What is left after it is logged and left in place.
+	Timeout time.Duration
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Mode != LeaveRunning && o.Mode != RemoveApps:
+		return fmt.Errorf("mode %q: want %s or %s", o.Mode, LeaveRunning, RemoveApps)
+	case o.AddonName == "", o.ArgoCDNamespace == "", o.Namespace == "", o.Deployment == "", o.Lease == "":
+		return fmt.Errorf("addon name, Argo CD namespace, namespace, deployment and lease are required")
+	case o.Timeout <= 0:
+		return fmt.Errorf("timeout must be positive")
+	}
+	return nil
+}
+
+// Result counts what Run did and names what it left.
+type Result struct {
+	Orphaned, Deleted int
+	// Left are the works (namespace/name) that stayed: in LeaveRunning mode, their
+	// cluster never applied the orphan option, so deleting them would delete their
+	// Application; in RemoveApps mode, their cluster never confirmed the deletion.
+	Left              []string
+	FinalizersRemoved int
+	SecretsDeleted    int
+}
+
+// Run uninstalls. It is safe to run twice: a second run finds less to do.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) (Result, error) {
+	var res Result
+	if err := opts.validate(); err != nil {
+		return res, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	works, err := workclient.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	log := klog.FromContext(ctx)
+
+	// The manager first: a running manager would recreate the works and the finalizers.
+	if err := stopManager(ctx, kube, opts); err != nil {
+		return res, err
+	}
+	log.Info("the manager stopped", "deployment", opts.Namespace+"/"+opts.Deployment)
+
+	list, err := works.WorkV1().ManifestWorks("").List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelAddon + "=" + opts.AddonName})
+	if err != nil {
+		return res, fmt.Errorf("list the addon's ManifestWorks: %w", err)
+	}
+	switch opts.Mode {
+	case LeaveRunning:
+		err = orphanWorks(ctx, works, list.Items, opts.Timeout, &res)
+	case RemoveApps:
+		err = deleteWorks(ctx, works, list.Items, opts.Timeout, &res)
+	}
+	if err != nil {
+		return res, err
+	}
+	if res.FinalizersRemoved, err = releaseFinalizers(ctx, dyn); err != nil {
+		return res, err
+	}
+	if res.SecretsDeleted, err = deleteClusterSecrets(ctx, kube, opts); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// stopManager scales the manager to zero and waits until no replica leads: the Lease is
+// released (the manager releases it when it stops) or has expired.
+func stopManager(ctx context.Context, kube kubernetes.Interface, opts Options) error {
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: opts.Deployment, Namespace: opts.Namespace}}
+	current, err := kube.AppsV1().Deployments(opts.Namespace).GetScale(ctx, opts.Deployment, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("read the manager's scale: %w", err)
+	case current.Spec.Replicas != 0:
+		scale.ResourceVersion = current.ResourceVersion
+		if _, err := kube.AppsV1().Deployments(opts.Namespace).UpdateScale(ctx, opts.Deployment, scale, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("scale the manager to zero: %w", err)
+		}
+	}
+	var holder string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		lease, err := kube.CoordinationV1().Leases(opts.Namespace).Get(ctx, opts.Lease, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		holder = ptrValue(lease.Spec.HolderIdentity)
+		return holder == "" || expired(lease, time.Now()), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the manager still leads (Lease %s/%s held by %q): %w", opts.Namespace, opts.Lease, holder, err)
+	}
+	return nil
+}
+
+func expired(lease *coordinationv1.Lease, now time.Time) bool {
+	if lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return now.After(lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// orphanWorks sets each work's deleteOption to Orphan, waits until its cluster's work
+// agent applied that generation (the agent then drops its owner reference from the
+// Application, OCM's helper.ApplyOwnerReferences), and only then deletes the work. The
+// agent deletes, when a work goes, every resource that still carries its owner
+// reference, so a work whose cluster did not apply the option in time is left in place.
+func orphanWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, timeout time.Duration, res *Result) error {
+	patch := []byte(`{"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`)
+	pending := map[types.NamespacedName]int64{} // work -> generation to be applied
+	for i := range items {
+		w := &items[i]
+		key := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
+		if w.DeletionTimestamp != nil {
+			res.Left = append(res.Left, key.String()) // already being deleted: too late
+			continue
+		}
+		updated, err := works.WorkV1().ManifestWorks(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("orphan %s: %w", key, err)
+		}
+		pending[key] = updated.Generation
+	}
+	log := klog.FromContext(ctx)
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		for key, generation := range pending {
+			w, err := works.WorkV1().ManifestWorks(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				delete(pending, key)
+				continue
+			}
+			if err != nil {
+				return false, nil
+			}
+			applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+			if applied == nil || applied.ObservedGeneration < generation || applied.Status != metav1.ConditionTrue {
+				continue
+			}
+			if err := works.WorkV1().ManifestWorks(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			log.Info("orphaned", "work", key)
+			res.Orphaned++
+			delete(pending, key)
+		}
+		return len(pending) == 0, nil
+	})
+	for key := range pending {
+		log.Info("left in place: its cluster did not apply the orphan option in time, and deleting it would delete the Application there", "work", key)
+		res.Left = append(res.Left, key.String())
+	}
+	slices.Sort(res.Left)
+	return nil
+}
+
+// deleteWorks deletes each work and waits until its cluster removed it.
+func deleteWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, timeout time.Duration, res *Result) error {
+	pending := map[types.NamespacedName]bool{}
+	for i := range items {
+		w := &items[i]
+		key := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
+		if err := works.WorkV1().ManifestWorks(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s: %w", key, err)
+		}
+		pending[key] = true
+	}
+	log := klog.FromContext(ctx)
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		for key := range pending {
+			_, err := works.WorkV1().ManifestWorks(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				log.Info("removed", "work", key)
+				res.Deleted++
+				delete(pending, key)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	for key := range pending {
+		log.Info("still being deleted: its cluster has not removed the Application yet; the work goes once it does", "work", key)
+		res.Left = append(res.Left, key.String())
+	}
+	slices.Sort(res.Left)
+	return nil
+}
+
+// releaseFinalizers removes from every hub Application the finalizers that only the
+// manager would have removed: its clean-up finalizer and, on a pulled Application (the
+// pull label, or the clean-up finalizer), Argo CD's finalizers, which the hub Argo CD
+// never handles since it skips pulled Applications. Without the manager they could only
+// keep the Application in Terminating forever. Each patch tests the list it replaces.
+func releaseFinalizers(ctx context.Context, dyn dynamic.Interface) (int, error) {
+	apps, err := dyn.Resource(argoapp.ApplicationGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list the hub Applications: %w", err)
+	}
+	released := 0
+	for i := range apps.Items {
+		app := &apps.Items[i]
+		if err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Factor: 2}, func(ctx context.Context) (bool, error) {
+			done, err := releaseFinalizer(ctx, dyn, app)
+			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) { // the test failed: read again
+				fresh, err := dyn.Resource(argoapp.ApplicationGVR).Namespace(app.GetNamespace()).Get(ctx, app.GetName(), metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return true, nil
+				}
+				app = fresh
+				return false, err
+			}
+			if done {
+				released++
+			}
+			return true, client404(err)
+		}); err != nil {
+			return released, fmt.Errorf("release %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+		}
+	}
+	return released, nil
+}
+
+func releaseFinalizer(ctx context.Context, dyn dynamic.Interface, app *unstructured.Unstructured) (bool, error) {
+	finalizers := app.GetFinalizers()
+	pulled := app.GetLabels()[argoapp.LabelPullToOCMManagedCluster] == "true" || slices.Contains(finalizers, argoapp.FinalizerManifestWorkCleanup)
+	kept := slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool {
+		return f == argoapp.FinalizerManifestWorkCleanup || (pulled && argoapp.IsArgoCDFinalizer(f))
+	})
+	if len(kept) == len(finalizers) {
+		return false, nil
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+		{"op": "replace", "path": "/metadata/finalizers", "value": kept},
+	})
+	if err != nil {
+		return false, err
+	}
+	_, err = dyn.Resource(argoapp.ApplicationGVR).Namespace(app.GetNamespace()).Patch(ctx, app.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
+	return err == nil, err
+}
+
+// deleteClusterSecrets deletes the Argo CD cluster Secrets the manager made, never
+// another tool's.
+func deleteClusterSecrets(ctx context.Context, kube kubernetes.Interface, opts Options) (int, error) {
+	selector := argoapp.LabelSecretType + "=" + argoapp.SecretTypeCluster + "," + clustersecret.LabelManagedBy + "=" + opts.AddonName
+	list, err := kube.CoreV1().Secrets(opts.ArgoCDNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, fmt.Errorf("list the cluster Secrets: %w", err)
+	}
+	deleted := 0
+	for i := range list.Items {
+		s := &list.Items[i]
+		if err := kube.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &s.UID},
+		}); err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("delete the cluster Secret %s: %w", s.Name, err)
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
