@@ -170,7 +170,7 @@ func (r *treeReader) Read(ctx context.Context, namespace, name string) clusterre
 }
 
 // errNoTree: Argo CD has not cached a tree for the app (yet).
-var errNoTree = errors.New("Argo CD's cache holds no resource tree for this application yet")
+var errNoTree = errors.New("the Argo CD cache holds no resource tree for this application yet")
 
 func (r *treeReader) read(ctx context.Context, instance string) (clusterreport.Tree, error) {
 	var first argoCDTree
