@@ -97,6 +97,12 @@ const (
 	// a reason, such as "AddonNotEnabled: ". The propagation controller owns it: it sets
 	// and removes only this type, and other writers of status.conditions keep it.
 	ConditionOCMPropagationError = "OCMPropagationError"
+
+	// ReasonServedByAnotherController starts the OCMPropagationError message of a hub
+	// Application that another pull controller serves (Red Hat ACM's, or this addon
+	// under another name): one of its ManifestWorks does not carry LabelAddon of this
+	// addon. The manager leaves the Application, its works and its report alone.
+	ReasonServedByAnotherController = "ServedByAnotherController"
 )
 
 // Defaults of Argo CD and of the pull model.

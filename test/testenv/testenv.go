@@ -111,7 +111,9 @@ func New() (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("start the apiserver (binaries from %s): %w", assets, err)
+		// A start that fails after the control plane came up (the CRDs not served in
+		// time) must not leave etcd and the apiserver running.
+		return nil, errors.Join(fmt.Errorf("start the apiserver (binaries from %s): %w", assets, err), env.Stop())
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

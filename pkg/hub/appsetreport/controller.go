@@ -202,9 +202,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	apps, recheck, err := r.clusterApps(ctx, req.NamespacedName)
+	apps, recheck, foreign, err := r.clusterApps(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if foreign {
+		// Another pull controller (Red Hat ACM's) serves Applications of this
+		// ApplicationSet and writes the report of the same name: leave it to that
+		// controller, neither written nor deleted. The Applications say why
+		// (argoapp.ReasonServedByAnotherController).
+		log.V(1).Info("leaving the report to the pull controller that serves the ApplicationSet's Applications", "report", req)
+		return ctrl.Result{}, nil
 	}
 	current := &appsv1alpha1.MulticlusterApplicationSetReport{}
 	err = r.client.Get(ctx, req.NamespacedName, current)
@@ -281,16 +289,16 @@ func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Uns
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
 // feedback and agent report. recheck, when positive, is when an app missing from its
 // agent's report is to be looked at again (observed.Observation.RecheckAfter).
-func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, err error) {
+func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, foreign bool, err error) {
 	apps := argoapp.NewApplicationList()
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report.
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
 		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, 0, fmt.Errorf("list the Applications of %s: %w", appSet, err)
+		return nil, 0, false, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}
 	if err := r.client.List(ctx, works, client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, 0, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
+		return nil, 0, false, fmt.Errorf("list the ManifestWorks of %s: %w", appSet, err)
 	}
 	worksByName := map[types.NamespacedName]*workv1.ManifestWork{}
 	for i := range works.Items {
@@ -306,6 +314,10 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		if app.GetDeletionTimestamp() != nil {
 			continue
 		}
+		if servedByAnother(app) {
+			foreign = true
+			continue
+		}
 		cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
 		workName := argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 		work := worksByName[types.NamespacedName{Namespace: cluster, Name: workName}]
@@ -314,7 +326,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			addon = &addonv1beta1.ManagedClusterAddOn{}
 			if err := r.client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.opts.AddonName}, addon, client.UnsafeDisableDeepCopy); err != nil {
 				if !apierrors.IsNotFound(err) {
-					return nil, 0, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
+					return nil, 0, false, fmt.Errorf("get the addon of cluster %s: %w", cluster, err)
 				}
 				addon = nil
 			}
@@ -334,7 +346,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			NotReported: obs.Absence,
 		})
 	}
-	return out, recheck, nil
+	return out, recheck, foreign, nil
 }
 
 func (r *reconciler) watches(namespace string) bool {
@@ -419,11 +431,12 @@ var uidChanged = predicate.Funcs{
 }
 
 // applicationMembershipChanged passes the changes of a hub Application that can change
-// which reports it is in: not its status, which this controller does not read.
+// which reports it is in: not its status, which this controller does not read, except
+// whether another pull controller serves it.
 var applicationMembershipChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
-		return o.GetUID() != n.GetUID() ||
+		return o.GetUID() != n.GetUID() || servedByAnother(o) != servedByAnother(n) ||
 			!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
 			!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
@@ -444,4 +457,15 @@ var hostedByApplicationSet = predicate.Funcs{
 
 func isApplicationSetWork(o client.Object) bool {
 	return o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet] != ""
+}
+
+// servedByAnother reports whether the propagation controller found that another pull
+// controller serves the hub Application (argoapp.ReasonServedByAnotherController).
+func servedByAnother(obj client.Object) bool {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	message, _, _ := argoapp.FindCondition(app, argoapp.ConditionOCMPropagationError)
+	return strings.HasPrefix(message, argoapp.ReasonServedByAnotherController+":")
 }

@@ -576,6 +576,46 @@ func TestReportController(t *testing.T) {
 		g.Consistently(func() int64 { return int64(writes.Succeeded()) }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
 	})
 
+	t.Run("left to the pull controller that serves an app of the ApplicationSet (ACM's)", func(t *testing.T) {
+		g := newG(t)
+		setServedByAnother := func(served bool) {
+			g.Eventually(func() error {
+				app := apps["cluster1"].DeepCopy()
+				if err := c.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+					return err
+				}
+				var err error
+				if served {
+					_, err = argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError,
+						argoapp.ReasonServedByAnotherController+": its ManifestWork cluster1/w was made by another controller", time.Now())
+				} else {
+					_, err = argoapp.RemoveCondition(app, argoapp.ConditionOCMPropagationError)
+				}
+				if err != nil {
+					return err
+				}
+				return c.Update(ctx, app)
+			}).Should(gomega.Succeed())
+		}
+		ours := getReport(g).Statuses.Summary.Clusters
+		setServedByAnother(true)
+		// The other controller writes the report of the same name; this controller
+		// neither rewrites nor deletes it.
+		g.Eventually(func() error {
+			r := getReport(g)
+			r.Statuses.Summary.Clusters = "99"
+			return c.Update(ctx, r, client.FieldOwner("other-pull-controller"))
+		}).Should(gomega.Succeed())
+		g.Consistently(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.Summary.Clusters).To(gomega.Equal("99"))
+		}, 3*opts.WriteInterval, 200*time.Millisecond).Should(gomega.Succeed())
+		// Served by this addon again: its report again.
+		setServedByAnother(false)
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.Summary.Clusters).To(gomega.Equal(ours))
+		}).Should(gomega.Succeed())
+	})
+
 	t.Run("deleted when the ApplicationSet has no pulled apps anymore", func(t *testing.T) {
 		g := newG(t)
 		// One app leaves the pull model: its entry goes.

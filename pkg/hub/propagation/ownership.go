@@ -22,11 +22,6 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
-// ReasonServedByAnotherController: a ManifestWork of the Application was made by
-// another controller (Red Hat ACM's pull controller, or this addon installed under
-// another name). The manager leaves the Application and that work alone.
-const ReasonServedByAnotherController = "ServedByAnotherController"
-
 // worksOf returns the pulled ManifestWorks that point back to the Application key,
 // split into the manager's own and the others'. A work is the manager's when its
 // argoapp.LabelAddon names this addon. A work without that label, from a version of
@@ -78,7 +73,7 @@ func (r *reconciler) servedByAnother(foreign []workv1.ManifestWork) outcome {
 	for _, w := range foreign {
 		names = append(names, w.Namespace+"/"+w.Name)
 	}
-	return refuse(ReasonServedByAnotherController, fmt.Sprintf(
+	return refuse(argoapp.ReasonServedByAnotherController, fmt.Sprintf(
 		"ManifestWork %s of this application was made by another controller (Red Hat ACM's pull controller, or another install of this addon: its label %s is not %q); "+
 			"this addon leaves the application to it. To move the application to this addon, turn the other controller off for it, then delete its works or run the manager with --take-over-foreign-works",
 		strings.Join(names, ", "), argoapp.LabelAddon, r.opts.AddonName))

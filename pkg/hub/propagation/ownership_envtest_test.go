@@ -50,9 +50,9 @@ func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
 		f.UpdateApp(tc.app, func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 		})
-		f.ExpectPropagationError(tc.app, ReasonServedByAnotherController)
+		f.ExpectPropagationError(tc.app, argoapp.ReasonServedByAnotherController)
 		g.Eventually(func() []string { return f.EventReasons(f.Namespace, tc.app, corev1.EventTypeWarning) }).
-			Should(gomega.ContainElement(ReasonServedByAnotherController))
+			Should(gomega.ContainElement(argoapp.ReasonServedByAnotherController))
 		g.Consistently(func() string {
 			live := &workv1.ManifestWork{}
 			g.Expect(f.C.Get(f.Ctx, client.ObjectKeyFromObject(foreign), live)).To(gomega.Succeed())
