@@ -32,7 +32,7 @@ import (
 // 16 minutes of a loaded 2-core machine. What overflows the report is bytes, not resources:
 // 30 resources per app whose names are 240 characters long (the limit is 253) make as
 // many bytes with 1,200 resources (clusterreport.Encode shortens about 14 of the 40
-// lists), and cost Argo CD a third of the work. Each app alone fits the report by far
+// lists), and give Argo CD a third of the resources to sync and delete. Each app alone fits the report by far
 // (about 10 KiB of its 32 KiB per app), so what is cut is the cluster's report, as in
 // the issue.
 var _ = Describe("Complete status at any scale", Ordered, func() {
