@@ -60,7 +60,11 @@ var _ = Describe("A ManifestWork that another pull controller made", Ordered, fu
 		applied, err := hub.works.WorkV1().ManifestWorks(target.Name).Get(ctx, mw.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
-		hub.createApp(ctx, pulledApp(tenant, app, target.Name, "foreign-guestbook", true))
+		// Without finalizers: the other controller, which would release them, does not run
+		// here, and the manager leaves an Application it does not serve alone.
+		pulled := pulledApp(tenant, app, target.Name, "foreign-guestbook", true)
+		pulled.SetFinalizers(nil)
+		hub.createApp(ctx, pulled)
 		const reason = "ServedByAnotherController"
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			return hub.propagationError(ctx, tenant, app)
