@@ -27,7 +27,7 @@ func TestReleaseFinalizers(t *testing.T) {
 	}{
 		{"pulled and skipped: ours and Argo CD's go", app(pullLabel, skipped, FinalizerManifestWorkCleanup, ResourcesFinalizer, foreign),
 			false, []string{FinalizerManifestWorkCleanup, ResourcesFinalizer}, []string{foreign}},
-		{"ours only, skipped: Argo CD's go too", app(nil, skipped, FinalizerManifestWorkCleanup, ResourcesFinalizer + "/background"),
+		{"ours only, skipped: Argo CD's go too", app(nil, skipped, FinalizerManifestWorkCleanup, ResourcesFinalizer+"/background"),
 			false, []string{FinalizerManifestWorkCleanup, ResourcesFinalizer + "/background"}, []string{}},
 		{"not skipped: the hub Argo CD keeps its own", app(pullLabel, nil, FinalizerManifestWorkCleanup, ResourcesFinalizer),
 			false, []string{FinalizerManifestWorkCleanup}, []string{ResourcesFinalizer}},
