@@ -2,6 +2,7 @@ package argoapp
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -142,4 +143,12 @@ func setConditions(app *unstructured.Unstructured, conditions []any) error {
 		delete(app.Object, "status") // an explicit null, which SetNestedSlice cannot descend into
 	}
 	return unstructured.SetNestedSlice(app.Object, conditions, "status", "conditions")
+}
+
+// IsServedByAnotherController reports whether the propagation controller found that
+// another pull controller serves app: its OCMPropagationError condition has the reason
+// ReasonServedByAnotherController.
+func IsServedByAnotherController(app *unstructured.Unstructured) bool {
+	message, _, _ := FindCondition(app, ConditionOCMPropagationError)
+	return strings.HasPrefix(message, ReasonServedByAnotherController+":")
 }

@@ -7,11 +7,7 @@
 // survives a round trip unchanged.
 package argoapp
 
-import (
-	"strings"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
+import "k8s.io/apimachinery/pkg/runtime/schema"
 
 // Labels and annotations of the OCM pull model. Users already write ApplicationSets and
 // dashboards against these exact names.
@@ -184,13 +180,4 @@ var (
 // Failed or Error (Running and Terminating are not).
 func OperationCompleted(phase string) bool {
 	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
-}
-
-// IsArgoCDFinalizer reports whether Argo CD handles the finalizer f, such as
-// ResourcesFinalizer and its /background and /foreground forms: its domain is
-// argocd.argoproj.io or a subdomain of it. The hub Argo CD skips pulled Applications, so
-// the pull model handles these finalizers on the hub.
-func IsArgoCDFinalizer(f string) bool {
-	domain, _, _ := strings.Cut(f, "/")
-	return domain == "argocd.argoproj.io" || strings.HasSuffix(domain, ".argocd.argoproj.io")
 }

@@ -637,6 +637,9 @@ func (p *tcpProxy) restore() {
 // and returns its config and the Application CRD manifest to install later.
 func startBareSpoke(t *testing.T) (*rest.Config, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("envtest: skipped in -short mode")
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

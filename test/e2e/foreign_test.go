@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -55,7 +56,7 @@ var _ = Describe("A ManifestWork that another pull controller made", Ordered, fu
 			Expect(ignoreNotFound(hub.works.WorkV1().ManifestWorks(target.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{}))).To(Succeed())
 		})
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			return workConditionStatus(ctx, target.Name, mw.Name, workv1.WorkApplied)
+			return workConditionStatus(ctx, hub.works, target.Name, mw.Name, workv1.WorkApplied)
 		}).Should(Equal("True"), "the work agent applied the other controller's work")
 		applied, err := hub.works.WorkV1().ManifestWorks(target.Name).Get(ctx, mw.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -99,8 +100,8 @@ var _ = Describe("A ManifestWork that another pull controller made", Ordered, fu
 })
 
 // workConditionStatus is the status of the work's condition of type t, "" without it.
-func workConditionStatus(ctx context.Context, cluster, name, t string) (string, error) {
-	mw, err := newHubClients().works.WorkV1().ManifestWorks(cluster).Get(ctx, name, metav1.GetOptions{})
+func workConditionStatus(ctx context.Context, works workclient.Interface, cluster, name, t string) (string, error) {
+	mw, err := works.WorkV1().ManifestWorks(cluster).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

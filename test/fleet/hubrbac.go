@@ -1,13 +1,10 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"text/template"
 )
 
 // clusterManagerName is the name of the ClusterManager that `clusteradm init` creates.
@@ -68,23 +65,11 @@ type clusterManagerConfig struct {
 // controllers run as these, never as an admin of the hub.
 func installHubRBAC(ctx context.Context, applier *Applier, cp *ControlPlane, ocmDir string) (map[string]string, error) {
 	cfg := clusterManagerConfig{ClusterManagerName: clusterManagerName, ClusterManagerNamespace: hubNamespace}
-	var rendered bytes.Buffer
-	for _, file := range hubRBACFiles {
-		data, err := os.ReadFile(filepath.Join(ocmDir, "manifests/cluster-manager/hub", file))
-		if err != nil {
-			return nil, err
-		}
-		tmpl, err := template.New(file).Option("missingkey=error").Parse(string(data))
-		if err != nil {
-			return nil, fmt.Errorf("cluster-manager template %s: %w", file, err)
-		}
-		rendered.WriteString("---\n")
-		if err := tmpl.Execute(&rendered, cfg); err != nil {
-			return nil, fmt.Errorf("cluster-manager template %s: %w", file, err)
-		}
-		rendered.WriteString("\n")
+	rendered, err := renderOperatorTemplates(filepath.Join(ocmDir, "manifests/cluster-manager/hub"), hubRBACFiles, cfg)
+	if err != nil {
+		return nil, err
 	}
-	objs, err := DecodeYAML(rendered.Bytes())
+	objs, err := DecodeYAML(rendered)
 	if err != nil {
 		return nil, fmt.Errorf("OCM hub RBAC: %w", err)
 	}

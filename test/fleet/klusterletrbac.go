@@ -79,24 +79,11 @@ func installKlusterletRBAC(ctx context.Context, applier *Applier, spoke *Control
 		RegistrationServiceAccount: KlusterletServiceAccount,
 		WorkServiceAccount:         KlusterletServiceAccount,
 	}
-	var rendered bytes.Buffer
-	for _, file := range klusterletRBACFiles {
-		path := filepath.Join(ocmDir, "manifests/klusterlet", file)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		tmpl, err := template.New(file).Option("missingkey=error").Parse(string(data))
-		if err != nil {
-			return fmt.Errorf("klusterlet template %s: %w", file, err)
-		}
-		rendered.WriteString("---\n")
-		if err := tmpl.Execute(&rendered, cfg); err != nil {
-			return fmt.Errorf("klusterlet template %s: %w", file, err)
-		}
-		rendered.WriteString("\n")
+	rendered, err := renderOperatorTemplates(filepath.Join(ocmDir, "manifests/klusterlet"), klusterletRBACFiles, cfg)
+	if err != nil {
+		return err
 	}
-	if err := applier.ApplyYAML(ctx, klusterletNamespace, rendered.Bytes()); err != nil {
+	if err := applier.ApplyYAML(ctx, klusterletNamespace, rendered); err != nil {
 		return fmt.Errorf("klusterlet RBAC on %s: %w", spoke.Name, err)
 	}
 	aggregate := &rbacv1.ClusterRole{
@@ -105,9 +92,32 @@ func installKlusterletRBAC(ctx context.Context, applier *Applier, spoke *Control
 			{MatchLabels: map[string]string{AggregateToWorkLabel: "true"}},
 		}},
 	}
-	_, err := spoke.Kube.RbacV1().ClusterRoles().Create(ctx, aggregate, metav1.CreateOptions{})
+	_, err = spoke.Kube.RbacV1().ClusterRoles().Create(ctx, aggregate, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("klusterlet aggregate ClusterRole on %s: %w", spoke.Name, err)
 	}
 	return nil
+}
+
+// renderOperatorTemplates renders the OCM operator's manifest templates files (paths
+// under dir) with cfg, as one multi-document YAML. A template that reads a field cfg lacks
+// fails, naming the file.
+func renderOperatorTemplates(dir string, files []string, cfg any) ([]byte, error) {
+	var rendered bytes.Buffer
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return nil, err
+		}
+		tmpl, err := template.New(file).Option("missingkey=error").Parse(string(data))
+		if err != nil {
+			return nil, fmt.Errorf("OCM operator template %s: %w", file, err)
+		}
+		rendered.WriteString("---\n")
+		if err := tmpl.Execute(&rendered, cfg); err != nil {
+			return nil, fmt.Errorf("OCM operator template %s: %w", file, err)
+		}
+		rendered.WriteString("\n")
+	}
+	return rendered.Bytes(), nil
 }

@@ -314,7 +314,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		if app.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if servedByAnother(app) {
+		if argoapp.IsServedByAnotherController(app) {
 			foreign = true
 			continue
 		}
@@ -459,13 +459,8 @@ func isApplicationSetWork(o client.Object) bool {
 	return o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet] != ""
 }
 
-// servedByAnother reports whether the propagation controller found that another pull
-// controller serves the hub Application (argoapp.ReasonServedByAnotherController).
+// servedByAnother is argoapp.IsServedByAnotherController for the watch's objects.
 func servedByAnother(obj client.Object) bool {
 	app, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return false
-	}
-	message, _, _ := argoapp.FindCondition(app, argoapp.ConditionOCMPropagationError)
-	return strings.HasPrefix(message, argoapp.ReasonServedByAnotherController+":")
+	return ok && argoapp.IsServedByAnotherController(app)
 }

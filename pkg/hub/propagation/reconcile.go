@@ -408,22 +408,11 @@ func (r *reconciler) finalize(ctx context.Context, app *unstructured.Unstructure
 		// Wait for the deletions to complete: each one is an event that reconciles again.
 		return r.deleteWorks(ctx, app, works)
 	}
-	releaseArgoCD := (ours || pulled) && argoapp.IsReconcileSkipped(app.GetAnnotations()) && !servedElsewhere
+	releaseArgoCD := argoapp.HandlesArgoCDFinalizers(app, servedElsewhere)
 	var removed []string
 	err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
-		removed = nil
-		kept := slices.DeleteFunc(slices.Clone(app.GetFinalizers()), func(f string) bool {
-			if f == argoapp.FinalizerManifestWorkCleanup || (releaseArgoCD && argoapp.IsArgoCDFinalizer(f)) {
-				removed = append(removed, f)
-				return true
-			}
-			return false
-		})
-		if len(removed) == 0 {
-			return false, nil
-		}
-		app.SetFinalizers(kept)
-		return true, nil
+		removed = argoapp.ReleaseFinalizers(app, releaseArgoCD)
+		return len(removed) > 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("release deleted application %s/%s: %w", app.GetNamespace(), app.GetName(), err)

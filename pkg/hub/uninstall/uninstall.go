@@ -8,7 +8,6 @@ package uninstall
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -21,16 +20,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
 )
+
+// FieldManager names the uninstall's writes to hub Applications.
+const FieldManager = "argocd-pull-uninstall"
 
 // Mode is what happens to the pulled Applications on the managed clusters.
 type Mode string
@@ -96,7 +100,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return res, err
 	}
@@ -108,20 +112,21 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (Result, error) {
 	}
 	log.Info("the manager stopped", "deployment", opts.Namespace+"/"+opts.Deployment)
 
-	list, err := works.WorkV1().ManifestWorks("").List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelAddon + "=" + opts.AddonName})
+	selector := argoapp.LabelAddon + "=" + opts.AddonName
+	list, err := works.WorkV1().ManifestWorks("").List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return res, fmt.Errorf("list the addon's ManifestWorks: %w", err)
 	}
 	switch opts.Mode {
 	case LeaveRunning:
-		err = orphanWorks(ctx, works, list.Items, opts.Timeout, &res)
+		err = orphanWorks(ctx, works, list.Items, selector, opts.Timeout, &res)
 	case RemoveApps:
-		err = deleteWorks(ctx, works, list.Items, opts.Timeout, &res)
+		err = deleteWorks(ctx, works, list.Items, selector, opts.Timeout, &res)
 	}
 	if err != nil {
 		return res, err
 	}
-	if res.FinalizersRemoved, err = releaseFinalizers(ctx, dyn); err != nil {
+	if res.FinalizersRemoved, err = releaseFinalizers(ctx, c); err != nil {
 		return res, err
 	}
 	if res.SecretsDeleted, err = deleteClusterSecrets(ctx, kube, opts); err != nil {
@@ -154,7 +159,7 @@ func stopManager(ctx context.Context, kube kubernetes.Interface, opts Options) e
 		if err != nil {
 			return false, err
 		}
-		holder = ptrValue(lease.Spec.HolderIdentity)
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
 		return holder == "" || expired(lease, time.Now()), nil
 	})
 	if err != nil {
@@ -175,7 +180,7 @@ func expired(lease *coordinationv1.Lease, now time.Time) bool {
 // Application, OCM's helper.ApplyOwnerReferences), and only then deletes the work. The
 // agent deletes, when a work goes, every resource that still carries its owner
 // reference, so a work whose cluster did not apply the option in time is left in place.
-func orphanWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, timeout time.Duration, res *Result) error {
+func orphanWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, selector string, timeout time.Duration, res *Result) error {
 	patch := []byte(`{"spec":{"deleteOption":{"propagationPolicy":"Orphan"}}}`)
 	pending := map[types.NamespacedName]int64{} // work -> generation to be applied
 	for i := range items {
@@ -195,120 +200,111 @@ func orphanWorks(ctx context.Context, works workclient.Interface, items []workv1
 		pending[key] = updated.Generation
 	}
 	log := klog.FromContext(ctx)
-	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		for key, generation := range pending {
-			w, err := works.WorkV1().ManifestWorks(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				delete(pending, key)
-				continue
-			}
-			if err != nil {
-				return false, nil
-			}
-			applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-			if applied == nil || applied.ObservedGeneration < generation || applied.Status != metav1.ConditionTrue {
-				continue
-			}
-			if err := works.WorkV1().ManifestWorks(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				continue
-			}
-			log.Info("orphaned", "work", key)
-			res.Orphaned++
-			delete(pending, key)
+	left := awaitWorks(ctx, works, selector, pending, timeout, func(key types.NamespacedName, w *workv1.ManifestWork, generation int64) bool {
+		if w == nil {
+			return true // gone meanwhile
 		}
-		return len(pending) == 0, nil
+		applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+		if applied == nil || applied.ObservedGeneration < generation || applied.Status != metav1.ConditionTrue {
+			return false
+		}
+		if err := works.WorkV1().ManifestWorks(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return false
+		}
+		log.Info("orphaned", "work", key)
+		res.Orphaned++
+		return true
 	})
-	for key := range pending {
+	for _, key := range left {
 		log.Info("left in place: its cluster did not apply the orphan option in time, and deleting it would delete the Application there", "work", key)
-		res.Left = append(res.Left, key.String())
 	}
+	res.Left = append(res.Left, left...)
 	slices.Sort(res.Left)
 	return nil
 }
 
 // deleteWorks deletes each work and waits until its cluster removed it.
-func deleteWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, timeout time.Duration, res *Result) error {
-	pending := map[types.NamespacedName]bool{}
+func deleteWorks(ctx context.Context, works workclient.Interface, items []workv1.ManifestWork, selector string, timeout time.Duration, res *Result) error {
+	pending := map[types.NamespacedName]int64{}
 	for i := range items {
 		w := &items[i]
 		key := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
 		if err := works.WorkV1().ManifestWorks(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s: %w", key, err)
 		}
-		pending[key] = true
+		pending[key] = w.Generation
 	}
 	log := klog.FromContext(ctx)
+	left := awaitWorks(ctx, works, selector, pending, timeout, func(key types.NamespacedName, w *workv1.ManifestWork, _ int64) bool {
+		if w != nil {
+			return false
+		}
+		log.Info("removed", "work", key)
+		res.Deleted++
+		return true
+	})
+	for _, key := range left {
+		log.Info("still being deleted: its cluster has not removed the Application yet; the work goes once it does", "work", key)
+	}
+	res.Left = append(res.Left, left...)
+	slices.Sort(res.Left)
+	return nil
+}
+
+// awaitWorks reads the addon's works (selector) once a second, one List for all, and
+// asks done about each pending work (nil once it is gone) until every one is done or
+// timeout has passed; it returns the keys of those that are not.
+func awaitWorks(ctx context.Context, works workclient.Interface, selector string, pending map[types.NamespacedName]int64, timeout time.Duration,
+	done func(key types.NamespacedName, w *workv1.ManifestWork, generation int64) bool) []string {
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		for key := range pending {
-			_, err := works.WorkV1().ManifestWorks(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				log.Info("removed", "work", key)
-				res.Deleted++
+		list, err := works.WorkV1().ManifestWorks("").List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil // the next round reads again
+		}
+		live := make(map[types.NamespacedName]*workv1.ManifestWork, len(list.Items))
+		for i := range list.Items {
+			live[types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}] = &list.Items[i]
+		}
+		for key, generation := range pending {
+			if done(key, live[key], generation) {
 				delete(pending, key)
 			}
 		}
 		return len(pending) == 0, nil
 	})
+	left := make([]string, 0, len(pending))
 	for key := range pending {
-		log.Info("still being deleted: its cluster has not removed the Application yet; the work goes once it does", "work", key)
-		res.Left = append(res.Left, key.String())
+		left = append(left, key.String())
 	}
-	slices.Sort(res.Left)
-	return nil
+	return left
 }
 
 // releaseFinalizers removes from every hub Application the finalizers that only the
-// manager would have removed: its clean-up finalizer and, on a pulled Application (the
-// pull label, or the clean-up finalizer), Argo CD's finalizers, which the hub Argo CD
-// never handles since it skips pulled Applications. Without the manager they could only
-// keep the Application in Terminating forever. Each patch tests the list it replaces.
-func releaseFinalizers(ctx context.Context, dyn dynamic.Interface) (int, error) {
-	apps, err := dyn.Resource(argoapp.ApplicationGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+// manager would have removed: its clean-up finalizer and, where the pull model handles
+// them (argoapp.HandlesArgoCDFinalizers: a pulled Application the hub Argo CD skips and
+// no other pull controller serves), Argo CD's finalizers. Without the manager they could
+// only keep the Application in Terminating forever. Each write is apppatch's merge patch
+// with optimistic locking, as the manager's own.
+func releaseFinalizers(ctx context.Context, c client.Client) (int, error) {
+	apps := argoapp.NewApplicationList()
+	if err := c.List(ctx, apps); err != nil {
 		return 0, fmt.Errorf("list the hub Applications: %w", err)
 	}
 	released := 0
 	for i := range apps.Items {
 		app := &apps.Items[i]
-		if err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Factor: 2}, func(ctx context.Context) (bool, error) {
-			done, err := releaseFinalizer(ctx, dyn, app)
-			if apierrors.IsInvalid(err) || apierrors.IsConflict(err) { // the test failed: read again
-				fresh, err := dyn.Resource(argoapp.ApplicationGVR).Namespace(app.GetNamespace()).Get(ctx, app.GetName(), metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return true, nil
-				}
-				app = fresh
-				return false, err
-			}
-			if done {
-				released++
-			}
-			return true, client404(err)
-		}); err != nil {
+		releaseArgoCD := argoapp.HandlesArgoCDFinalizers(app, argoapp.IsServedByAnotherController(app))
+		wrote, err := apppatch.MergePatch(ctx, c, c, app, func(app *unstructured.Unstructured) (bool, error) {
+			return len(argoapp.ReleaseFinalizers(app, releaseArgoCD)) > 0, nil
+		}, client.FieldOwner(FieldManager))
+		if err != nil && !apierrors.IsNotFound(err) {
 			return released, fmt.Errorf("release %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+		}
+		if wrote {
+			released++
 		}
 	}
 	return released, nil
-}
-
-func releaseFinalizer(ctx context.Context, dyn dynamic.Interface, app *unstructured.Unstructured) (bool, error) {
-	finalizers := app.GetFinalizers()
-	pulled := app.GetLabels()[argoapp.LabelPullToOCMManagedCluster] == "true" || slices.Contains(finalizers, argoapp.FinalizerManifestWorkCleanup)
-	kept := slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool {
-		return f == argoapp.FinalizerManifestWorkCleanup || (pulled && argoapp.IsArgoCDFinalizer(f))
-	})
-	if len(kept) == len(finalizers) {
-		return false, nil
-	}
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-		{"op": "replace", "path": "/metadata/finalizers", "value": kept},
-	})
-	if err != nil {
-		return false, err
-	}
-	_, err = dyn.Resource(argoapp.ApplicationGVR).Namespace(app.GetNamespace()).Patch(ctx, app.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
-	return err == nil, err
 }
 
 // deleteClusterSecrets deletes the Argo CD cluster Secrets the manager made, never
@@ -330,18 +326,4 @@ func deleteClusterSecrets(ctx context.Context, kube kubernetes.Interface, opts O
 		deleted++
 	}
 	return deleted, nil
-}
-
-func client404(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-func ptrValue(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
