@@ -65,7 +65,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	standIns, err := hub.StartStandIns(ctx, standInWorkers)
+	standIns, err := hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers, ResourcesPerApp: scale.ResourcesPerApp})
 	if err != nil {
 		return r, err
 	}
