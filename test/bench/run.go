@@ -82,7 +82,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start = time.Now()
-	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+	if err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
 		n, err := sim.CountWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
 		return n >= len(clusters), err
 	}); err != nil {
