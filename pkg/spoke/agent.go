@@ -30,7 +30,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -394,13 +393,8 @@ func (a *agent) startApplicationInformers(ctx context.Context) {
 	var synced []cache.InformerSynced
 	for _, ns := range a.opts.WatchNamespaces {
 		informer := dynamicinformer.NewFilteredDynamicInformer(a.spokeDynamic, argoapp.ApplicationGVR, ns, 0, cache.Indexers{}, nil).Informer()
-		// The agent reads status and metadata; managed fields are the bulk of an object.
-		if err := informer.SetTransform(func(obj any) (any, error) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				u.SetManagedFields(nil)
-			}
-			return obj, nil
-		}); err != nil {
+		// The agent keeps of each Application its identity and its decoded report.
+		if err := informer.SetTransform(compactApplication); err != nil {
 			a.log.Error(err, "set the Application informer transform", "namespace", ns)
 		}
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -428,8 +422,8 @@ func (a *agent) onApplication(objs ...any) {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
-		if m, ok := obj.(metav1.Object); ok && isFromHub(m) {
-			a.trees.invalidate(m.GetNamespace() + "/" + m.GetName())
+		if l, ok := obj.(*localApplication); ok && l.fromHub {
+			a.trees.invalidate(l.Namespace + "/" + l.Name)
 			a.enqueue()
 			return
 		}
