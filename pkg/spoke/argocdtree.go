@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -114,7 +113,7 @@ const treeRetryAfter = 10 * time.Second
 // newTreeReader returns a reader of the Redis at addr, authenticated with the password
 // of Argo CD's Secret ArgoCDRedisSecret, read at each new connection; none when the
 // Secret does not exist.
-func newTreeReader(addr, argoCDNamespace string, secrets typedcorev1.SecretInterface, log logr.Logger) *treeReader {
+func newTreeReader(addr, argoCDNamespace string, secrets secretGetter, log logr.Logger) *treeReader {
 	return &treeReader{
 		argoCDNamespace: argoCDNamespace,
 		log:             log,

@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -145,7 +143,7 @@ func (a *agent) currentHub(ctx context.Context) (hubState, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
-	addon, err := a.hubAddons.Get(ctx, a.opts.AddonName, metav1.GetOptions{})
+	addon, err := a.hubAddons.Get(ctx, a.opts.AddonName)
 	if apierrors.IsNotFound(err) {
 		return hubState{known: true}, nil
 	}
@@ -199,8 +197,7 @@ func (a *agent) applyConditions(ctx context.Context, conditions []metav1.Conditi
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
-	return a.hubAddons.Patch(ctx, a.opts.AddonName, types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}, "status")
+	return a.hubAddons.ApplyStatus(ctx, a.opts.AddonName, body)
 }
 
 // recordEvents emits, on the hub, an Event for each diagnostic that failed or

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
@@ -101,10 +100,9 @@ func digestEntry(e statusv1alpha1.AppStatus) hubSliceApp {
 // the informer to run. A change of a slice by anyone asks for a publish.
 func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed func()) (*statusSlices, error) {
 	selector := labels.SelectorFromSet(labels.Set{statusv1alpha1.LabelAddon: addonName}).String()
-	informer := dynamicinformer.NewFilteredDynamicInformer(hub, sliceGVR, cluster, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
-	s := &statusSlices{client: hub.Resource(sliceGVR).Namespace(cluster), informer: informer,
-		byName: map[string]*hubSlice{}}
+	client := hub.Resource(sliceGVR).Namespace(cluster)
+	informer := newInformer(client, func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	s := &statusSlices{client: client, informer: informer, byName: map[string]*hubSlice{}}
 	// Hold a hubSlice, computed once per version of a slice, rather than the slice.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
