@@ -5,14 +5,20 @@
 package hubcache
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -59,7 +65,10 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // Options returns the options of the manager's cache, which keep it to what the hub
 // controllers need:
-//   - Applications and ApplicationSets of the watched namespaces only;
+//   - Applications and ApplicationSets of the watched namespaces only, and of each
+//     Application a digest of status.resources instead of the list (ResourcesDigest):
+//     the status mirror, its only reader, compares it and writes it, and the list is
+//     most of a pulled app's size;
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
@@ -87,7 +96,7 @@ func Options(scope Scope) cache.Options {
 	ownSlices := labels.SelectorFromSet(labels.Set{statusv1alpha1.LabelAddon: scope.AddonName})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			argoapp.NewApplication():                 byNamespace,
+			argoapp.NewApplication():                 withTransform(byNamespace, TransformApplication),
 			argoapp.NewApplicationSet():              byNamespace,
 			argoapp.NewAppProject():                  {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
 			&addonv1beta1.ManagedClusterAddOn{}:      {Field: byName},
@@ -97,6 +106,54 @@ func Options(scope Scope) cache.Options {
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
+}
+
+func withTransform(b cache.ByObject, transform toolscache.TransformFunc) cache.ByObject {
+	b.Transform = transform
+	return b
+}
+
+// resourcesDigestPrefix starts a ResourcesDigest.
+const resourcesDigestPrefix = "sha256:"
+
+// ResourcesDigest is what the manager's cache holds at status.resources of a hub
+// Application, in place of the list: a digest of its JSON encoding. The status mirror
+// compares the list it would write with it (SameResources) and writes the list only when
+// it differs; every other reader of the cache leaves status.resources alone, and a merge
+// patch computed from a cached Application carries the field only when a writer set it.
+func ResourcesDigest(resources []any) string {
+	raw, err := json.Marshal(resources)
+	if err != nil {
+		return "" // never equal to a digest
+	}
+	sum := sha256.Sum256(raw)
+	return resourcesDigestPrefix + hex.EncodeToString(sum[:])
+}
+
+// SameResources reports whether status.resources of an Application, as the cache holds
+// it (a ResourcesDigest) or as the apiserver returns it (a list), is resources.
+func SameResources(current any, resources []any) bool {
+	if digest, ok := current.(string); ok && strings.HasPrefix(digest, resourcesDigestPrefix) {
+		return digest == ResourcesDigest(resources)
+	}
+	return false
+}
+
+// TransformApplication is the cache's transform of a hub Application: it drops its
+// managed fields and replaces its status.resources with their ResourcesDigest. (The
+// manager's DefaultTransform does not apply to a kind with its own Transform.)
+func TransformApplication(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
+	if status, ok := u.Object["status"].(map[string]any); ok {
+		if resources, ok := status["resources"].([]any); ok {
+			status["resources"] = ResourcesDigest(resources)
+		}
+	}
+	return u, nil
 }
 
 // stripSlice keeps of a slice what the hub shows; the manager's DefaultTransform does not
