@@ -31,13 +31,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -88,7 +86,7 @@ type agent struct {
 	spokeDynamic   dynamic.Interface
 	spokeDiscovery discoveryClient
 	hubAddons      addonClient
-	recorder       record.EventRecorder
+	recorder       *eventRecorder
 
 	// queue holds reportKey while a publish is due; retry, its rate limiter, paces
 	// retries.
@@ -153,12 +151,8 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	}
 	a.hubAddons = addonClient{r: hubDynamic.Resource(addonGVR).Namespace(opts.ClusterName)}
 
-	// Events go to the hub, in the cluster namespace only. The recorder's scheme is
-	// not used: the agent records Events about object references only.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(eventSink{events: hubDynamic.Resource(eventGVR)})
-	a.recorder = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: FieldManager, Host: opts.ClusterName})
+	// Events go to the hub, in the cluster namespace only.
+	a.recorder = newEventRecorder(hubDynamic.Resource(eventGVR), corev1.EventSource{Component: FieldManager, Host: opts.ClusterName})
 
 	a.retry = &retryBackoff{
 		exponential: workqueue.NewTypedItemExponentialFailureRateLimiter[string](tn.retryInitial, tn.retryMax),
@@ -170,9 +164,10 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	ctx, cancel := context.WithCancel(ctx)
 	defer a.wg.Wait()
 	defer cancel()
+	a.goFunc(func() { a.recorder.run(ctx) })
 
 	// The hub's lease health prober watches this Lease on the managed cluster. Its
-	// client has a timeout: the updater's requests do not follow ctx.
+	// client has a timeout, so that a request that hangs does not stop the renewals.
 	leaseConfig := rest.CopyConfig(spokeConfig)
 	leaseConfig.Timeout = tn.requestTimeout
 	leaseClient, err := dynamic.NewForConfig(leaseConfig)

@@ -118,43 +118,87 @@ func typedAddon(obj any) (any, error) {
 	return addonOf(u)
 }
 
-// eventSink records the agent's Events on the hub (client-go's record.EventSink), in
-// the namespace of each Event.
-type eventSink struct {
+// eventRecorder records the agent's Events on the hub, in the namespace of the object
+// each is about, from one goroutine, so that a slow hub never holds up a publish. The
+// agent records an Event only when a diagnostic turns or the report starts being cut,
+// so it needs neither the aggregation nor the spam filter of client-go's recorder, whose
+// strategic merge patches link the OpenAPI models, protobuf and YAML (several MiB
+// resident). Like client-go's, it names each Event after its object and the time, tries
+// each up to eventTries times, eventRetryInterval apart, and drops Events when
+// eventQueueLength are waiting.
+type eventRecorder struct {
 	events dynamic.NamespaceableResourceInterface
+	source corev1.EventSource
+	queue  chan *corev1.Event
+	retry  time.Duration
 }
+
+const (
+	eventTries         = 12
+	eventRetryInterval = 10 * time.Second
+	eventQueueLength   = 100
+)
 
 var eventGVK = corev1.SchemeGroupVersion.WithKind("Event")
 
-func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
-	u, err := toUnstructured(e, eventGVK)
-	if err != nil {
-		return nil, err
-	}
-	created, err := s.events.Namespace(e.Namespace).Create(context.TODO(), u, metav1.CreateOptions{})
-	return eventOf(created, err)
+func newEventRecorder(events dynamic.NamespaceableResourceInterface, source corev1.EventSource) *eventRecorder {
+	return &eventRecorder{events: events, source: source, queue: make(chan *corev1.Event, eventQueueLength), retry: eventRetryInterval}
 }
 
-func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
-	u, err := toUnstructured(e, eventGVK)
-	if err != nil {
-		return nil, err
+// Event queues an Event of eventType (corev1.EventTypeNormal or Warning) about object.
+func (r *eventRecorder) Event(object *corev1.ObjectReference, eventType, reason, message string) {
+	now := metav1.Now()
+	e := &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", object.Name, now.UnixNano()), Namespace: object.Namespace},
+		InvolvedObject:      *object,
+		Reason:              reason,
+		Message:             message,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		Type:                eventType,
+		Source:              r.source,
+		ReportingController: r.source.Component,
+		ReportingInstance:   r.source.Host,
 	}
-	updated, err := s.events.Namespace(e.Namespace).Update(context.TODO(), u, metav1.UpdateOptions{})
-	return eventOf(updated, err)
+	select {
+	case r.queue <- e:
+	default:
+	}
 }
 
-func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	patched, err := s.events.Namespace(e.Namespace).Patch(context.TODO(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return eventOf(patched, err)
+// run writes the queued Events until ctx is done.
+func (r *eventRecorder) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-r.queue:
+			r.write(ctx, e)
+		}
+	}
 }
 
-func eventOf(u *unstructured.Unstructured, err error) (*corev1.Event, error) {
+func (r *eventRecorder) write(ctx context.Context, e *corev1.Event) {
+	body, err := toUnstructured(e, eventGVK)
 	if err != nil {
-		return nil, err
+		klog.FromContext(ctx).Error(err, "encode an Event", "reason", e.Reason)
+		return
 	}
-	e := &corev1.Event{}
-	return e, fromUnstructured(u, e)
+	for try := 1; ; try++ {
+		_, err := r.events.Namespace(e.Namespace).Create(ctx, body, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || try == eventTries {
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				klog.FromContext(ctx).Error(err, "record an Event on the hub; dropped", "reason", e.Reason, "tries", try)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.retry):
+		}
+	}
 }
 
 // secretGetter reads a Secret: Argo CD's Redis password.
