@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -224,15 +225,19 @@ func decodeCacheValue(raw []byte, compressed bool, v any) error {
 
 func convertNodes(nodes []argoCDNode) []statusv1alpha1.ResourceNode {
 	out := make([]statusv1alpha1.ResourceNode, 0, len(nodes))
+	intern := argoapp.Intern
 	for _, n := range nodes {
 		node := statusv1alpha1.ResourceNode{
-			Group: n.Group, Version: n.Version, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name, Images: n.Images,
+			Group: intern(n.Group), Version: intern(n.Version), Kind: intern(n.Kind), Namespace: intern(n.Namespace), Name: n.Name,
+		}
+		for _, image := range n.Images {
+			node.Images = append(node.Images, intern(image))
 		}
 		if n.Health != nil {
-			node.Health = &statusv1alpha1.Health{Status: n.Health.Status, Message: n.Health.Message}
+			node.Health = &statusv1alpha1.Health{Status: intern(n.Health.Status), Message: n.Health.Message}
 		}
 		for _, p := range n.ParentRefs {
-			node.ParentRefs = append(node.ParentRefs, statusv1alpha1.ResourceRef{Group: p.Group, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name})
+			node.ParentRefs = append(node.ParentRefs, statusv1alpha1.ResourceRef{Group: intern(p.Group), Kind: intern(p.Kind), Namespace: intern(p.Namespace), Name: p.Name})
 		}
 		out = append(out, node)
 	}
