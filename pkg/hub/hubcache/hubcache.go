@@ -72,7 +72,9 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
-//     renders has;
+//     renders has, without the work agent's conditions of each manifest, which no
+//     controller reads (they read the work's conditions, and of each manifest its
+//     identity and status feedback);
 //   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
@@ -101,7 +103,7 @@ func Options(scope Scope) cache.Options {
 			argoapp.NewAppProject():                  {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
 			&addonv1beta1.ManagedClusterAddOn{}:      {Field: byName},
 			&addonv1beta1.ClusterManagementAddOn{}:   {Field: byName},
-			&workv1.ManifestWork{}:                   {Label: labels.NewSelector().Add(*pulled)},
+			&workv1.ManifestWork{}:                   {Label: labels.NewSelector().Add(*pulled), Transform: stripWork},
 			&statusv1alpha1.ApplicationStatusSlice{}: {Label: ownSlices, Transform: stripSlice},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -156,21 +158,65 @@ func TransformApplication(obj any) (any, error) {
 	return u, nil
 }
 
-// stripSlice keeps of a slice what the hub shows; the manager's DefaultTransform does not
-// apply to a kind with its own Transform, so it drops the managed fields too.
+// stripWork drops a work's managed fields and the conditions of each of its manifests.
+func stripWork(obj any) (any, error) {
+	w, ok := obj.(*workv1.ManifestWork)
+	if !ok {
+		return obj, nil
+	}
+	w.ManagedFields = nil
+	for i := range w.Status.ResourceStatus.Manifests {
+		w.Status.ResourceStatus.Manifests[i].Conditions = nil
+	}
+	return w, nil
+}
+
+// stripSlice keeps of a slice what the hub shows, compactly: no tree nodes, resource
+// images or managed fields (the manager's DefaultTransform does not apply to a kind with
+// its own Transform); the strings that the resources repeat (groups, versions, kinds,
+// namespaces, statuses) and their message-less health held once; each list exactly as
+// long as it is. The hub holds the resources of every app of every cluster, and these
+// took half of their size.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
 		return obj, nil
 	}
 	s.ManagedFields = nil
+	intern := argoapp.Intern
 	for i := range s.Apps {
-		s.Apps[i].Nodes = nil
-		for j := range s.Apps[i].Resources {
-			s.Apps[i].Resources[j].Images = nil
+		app := &s.Apps[i]
+		app.Nodes = nil
+		resources := make([]statusv1alpha1.ResourceStatus, len(app.Resources))
+		for j, r := range app.Resources {
+			resources[j] = statusv1alpha1.ResourceStatus{
+				Group: intern(r.Group), Version: intern(r.Version), Kind: intern(r.Kind), Namespace: intern(r.Namespace),
+				Name: r.Name, Status: intern(r.Status), Health: sharedHealth(r.Health),
+			}
 		}
+		if len(resources) == 0 {
+			resources = nil
+		}
+		app.Resources = resources
 	}
 	return s, nil
+}
+
+// healths holds one *Health of each of Argo CD's health statuses without a message,
+// which the resources of every slice share: the cache never changes a cached object.
+var healths = func() map[string]*statusv1alpha1.Health {
+	m := map[string]*statusv1alpha1.Health{}
+	for _, status := range []string{"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"} {
+		m[status] = &statusv1alpha1.Health{Status: status}
+	}
+	return m
+}()
+
+func sharedHealth(h *statusv1alpha1.Health) *statusv1alpha1.Health {
+	if h == nil || h.Message != "" || healths[h.Status] == nil {
+		return h
+	}
+	return healths[h.Status]
 }
 
 // NewClient returns a client that reads every object, Applications included, from the
