@@ -137,6 +137,9 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 	app.Sync = status.Sync
 	app.Health = status.Health
 	app.Operation = status.OperationState
+	// In the order of the report, once per version of the app rather than at every
+	// publish.
+	clusterreport.SortResources(status.Resources)
 	app.Resources = status.Resources
 	app.Conditions = status.Conditions
 	out.report = app
