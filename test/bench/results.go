@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
 
@@ -168,7 +169,8 @@ func (r *Results) rows() []row {
 		{"P3 manager peak RSS", "≤ 256 MiB", fmt.Sprintf("%s (live Go heap at the end: %s; GOMEMLIMIT %s as the chart sets it)", mib(r.ManagerPeakRSS), mib(r.ManagerLiveHeap), mib(sim.ManagerMemoryLimit))},
 		{"P4 writes per change", "", fmt.Sprintf("%.2f hub writes by the manager per report change", perChange)},
 		{"P4 steady state", "0 writes/min", fmt.Sprintf("%.1f writes/min, plus %.0f/min leader lease renewals", others, leases)},
-		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources", mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources)},
+		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources (GOGC %s and GOMEMLIMIT %s as the agent's Deployment sets them)",
+			mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources, addon.AgentGOGC, mib(addon.AgentMemoryLimit.Value()))},
 		{"P5 agent publish latency", "", latencies(r.AgentLatencies)},
 		{"P5 agent status size", "", fmt.Sprintf("%d bytes of ManagedClusterAddOn status (first complete report after %s)", r.AgentStatusBytes, r.AgentFirstReport.Round(100*time.Millisecond))},
 		{"P5 agent status slices latency", "", latencies(r.AgentSliceLatencies)},
@@ -251,7 +253,8 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   with admin credentials; its peak RSS (VmHWM), the time of each change (a SyncError set
   on a local Application) until the hub's ManagedClusterAddOn and its status slices show
   it, and the JSON size of that status and of the slices; a heap profile is kept in the
-  run folder (agent-heap.pb.gz). The agent's summary: %q.
+  run folder (agent-heap.pb.gz). The agent runs with the environment its Deployment
+  gives it (pkg/hub/addon: GOMEMLIMIT from its memory limit, GOGC). The agent's summary: %q.
 `, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
 		r.Scale.AgentApps, r.Scale.AgentResources, r.AgentSummary)
 	if problems := r.Problems(); len(problems) > 0 {
