@@ -80,7 +80,7 @@ var _ runtime.Object = &localApplication{}
 // changes in place.
 func (l *localApplication) DeepCopyObject() runtime.Object {
 	out := *l
-	l.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	l.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 

@@ -67,7 +67,7 @@ var _ runtime.Object = &hubSlice{}
 // DeepCopyObject returns a copy that shares the apps, which are never changed in place.
 func (h *hubSlice) DeepCopyObject() runtime.Object {
 	out := *h
-	h.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	h.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -337,7 +338,13 @@ func (s *StandIns) publishSlices(ctx context.Context, addon *addonv1beta1.Manage
 			continue
 		}
 		delete(previous, p.Name)
-		if err := s.mgr.GetClient().Patch(ctx, desired, client.Apply, client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+		if err != nil {
+			return fmt.Errorf("encode ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
+		}
+		unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+		if err := s.mgr.GetClient().Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: content}),
+			client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
 			return fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
 		}
 		s.SliceWrites.Add(1)
