@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -99,19 +100,9 @@ func decode(s *statusv1alpha1.ApplicationStatusSlice) decodedSlice {
 		d.apps = append(d.apps, AppOf(e))
 	}
 	slices.SortFunc(d.apps, func(a, b clusterreport.App) int {
-		return compareKeys(a.Key(), b.Key())
+		return strings.Compare(a.Key(), b.Key())
 	})
 	return d
-}
-
-func compareKeys(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // AppOf returns a slice's entry as the hub's view of an app: every resource with its
