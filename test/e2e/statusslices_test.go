@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +19,6 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -65,23 +63,8 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		target = theFleet.Clusters[1]
-		clusteradmEnable(ctx, target.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", target.Name)
-		})
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
-		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement)
 
 		// 29 ConfigMaps (no health in Argo CD) with long names and a Service (Healthy) per
 		// app.
@@ -97,6 +80,8 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 		_, err = theFleet.Git.Commit(fmt.Sprintf("complete status: %d resources", resources), map[string]string{path + "/resources.yaml": manifests.String()})
 		Expect(err).NotTo(HaveOccurred())
 
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		for i := range apps {
 			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
