@@ -69,6 +69,14 @@ func fleetApps(n int, failing func(i int) bool) []ClusterApp {
 	return apps
 }
 
+// lowered is e after the steps lower.
+func lowered(e appsv1alpha1.ClusterCondition, lower ...func(*appsv1alpha1.ClusterCondition) bool) appsv1alpha1.ClusterCondition {
+	for _, l := range lower {
+		l(&e)
+	}
+	return e
+}
+
 // testAppSet is the ApplicationSet that owns the reports of these tests.
 func testAppSet() *unstructured.Unstructured {
 	appSet := argoapp.NewApplicationSet()
@@ -124,9 +132,24 @@ func TestReportOfTwoThousandClustersWithLongErrorsStaysWithinItsBudget(t *testin
 	tests := []struct {
 		name    string
 		failing func(i int) bool
-		check   func(t *testing.T, full, cut appsv1alpha1.AppConditions)
+		// oneError keeps only the first error of each app, the case.
+		oneError bool
+		check    func(t *testing.T, full, cut appsv1alpha1.AppConditions)
 	}{
-		{"every cluster failing", func(int) bool { return true }, func(t *testing.T, full, cut appsv1alpha1.AppConditions) {
+		{"every cluster failing with one error", func(int) bool { return true }, true, func(t *testing.T, full, cut appsv1alpha1.AppConditions) {
+			tr := cut.Summary.Truncated
+			if tr.Clusters != 0 || tr.Conditions != 0 || tr.Details != 0 || tr.Messages != 2000 || tr.Resources != 1000 {
+				t.Errorf("truncated %+v: want the 2,000 messages shortened and the 1,000 resources left out, nothing else", tr)
+			}
+			for i, e := range cut.ClusterConditions {
+				f := full.ClusterConditions[i]
+				if !equality.Semantic.DeepEqual(lowered(f, shortenMessages(ShortMessageBytes)), e) &&
+					!equality.Semantic.DeepEqual(lowered(f, shortenMessages(ShortestMessageBytes)), e) {
+					t.Fatalf("entry %s: %+v, want it whole but its message, shortened to %d or %d bytes", e.Cluster, e, ShortMessageBytes, ShortestMessageBytes)
+				}
+			}
+		}},
+		{"every cluster failing", func(int) bool { return true }, false, func(t *testing.T, full, cut appsv1alpha1.AppConditions) {
 			tr := cut.Summary.Truncated
 			if tr.Clusters != 0 || tr.Conditions != 2000 || tr.Details != 0 || tr.Resources != 1000 {
 				t.Errorf("truncated %+v: want no entry left out, the 2,000 conditions after each first error and the 1,000 resources", tr)
@@ -139,7 +162,7 @@ func TestReportOfTwoThousandClustersWithLongErrorsStaysWithinItsBudget(t *testin
 				}
 			}
 		}},
-		{"half failing: the healthy lose detail first", func(i int) bool { return i%2 == 0 }, func(t *testing.T, full, cut appsv1alpha1.AppConditions) {
+		{"half failing: the healthy lose detail first", func(i int) bool { return i%2 == 0 }, false, func(t *testing.T, full, cut appsv1alpha1.AppConditions) {
 			tr := cut.Summary.Truncated
 			if tr.Clusters != 0 || tr.Details != 1000 || tr.Resources != 1000 {
 				t.Errorf("truncated %+v: want no entry left out, the details of the 1,000 healthy entries and the 1,000 resources cut", tr)
@@ -162,6 +185,11 @@ func TestReportOfTwoThousandClustersWithLongErrorsStaysWithinItsBudget(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			apps := fleetApps(2000, tt.failing)
+			for i := range apps {
+				if tt.oneError && len(apps[i].State.Conditions) > 0 {
+					apps[i].State.Conditions = apps[i].State.Conditions[:1]
+				}
+			}
 			full, budget := renderForBudget(t, apps, defaultBudgetBytes)
 			cut := CutToBudget(full, budget)
 			fullBytes, cutBytes := reportBytes(t, full), reportBytes(t, cut)
@@ -221,13 +249,6 @@ func TestCutToBudgetOrder(t *testing.T) {
 	h, f, p := full.ClusterConditions[0], full.ClusterConditions[1], full.ClusterConditions[2]
 	if len(p.Conditions) != 1 || len(p.Conditions[0].Message) <= ShortMessageBytes || len(f.Conditions) != 2 {
 		t.Fatalf("the progressing entry needs one message over %d bytes, the failing one two errors: %+v, %+v", ShortMessageBytes, p, f)
-	}
-	// lowered is e after the steps lower.
-	lowered := func(e appsv1alpha1.ClusterCondition, lower ...func(*appsv1alpha1.ClusterCondition) bool) appsv1alpha1.ClusterCondition {
-		for _, l := range lower {
-			l(&e)
-		}
-		return e
 	}
 	short, shortest := shortenMessages(ShortMessageBytes), shortenMessages(ShortestMessageBytes)
 	h1 := lowered(h, dropConditionsAndDetails)
