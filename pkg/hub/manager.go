@@ -83,6 +83,12 @@ type Options struct {
 	// ReportWriteInterval is the shortest time between two writes of one
 	// MulticlusterApplicationSetReport (see appsetreport.Options.WriteInterval).
 	ReportWriteInterval time.Duration
+	// ReportBudgetBytes bounds each MulticlusterApplicationSetReport, as JSON with its
+	// metadata; a report over it is cut, its counts exact (see
+	// appsetreport.Options.BudgetBytes). The default, 1 MiB, stays a third below etcd's
+	// default limit of 1.5 MiB per object, for what other writers may add (labels,
+	// annotations, their managedFields).
+	ReportBudgetBytes int64
 	// ProgressingHold is how long the status mirror keeps a Progressing written before
 	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
 	ProgressingHold time.Duration
@@ -136,6 +142,7 @@ func DefaultOptions() Options {
 		ClusterSecrets:       true,
 		Concurrency:          4,
 		ReportWriteInterval:  time.Second,
+		ReportBudgetBytes:    1 << 20,
 		ProgressingHold:      time.Second,
 		AgentImage:           DefaultAgentImage,
 		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
@@ -170,6 +177,9 @@ func (o Options) Validate() error {
 	if o.HubClusterName == "" {
 		errs = append(errs, errors.New("the hub cluster name is empty"))
 	}
+	if o.ReportBudgetBytes < appsetreport.MinBudgetBytes {
+		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.ReportBudgetBytes, appsetreport.MinBudgetBytes))
+	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
 	}
@@ -202,7 +212,7 @@ func (o Options) PropagationOptions() propagation.Options {
 func (o Options) AppSetReportOptions() appsetreport.Options {
 	return appsetreport.Options{
 		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
-		WriteInterval: o.ReportWriteInterval,
+		WriteInterval: o.ReportWriteInterval, BudgetBytes: o.ReportBudgetBytes,
 	}
 }
 
