@@ -125,13 +125,14 @@ func metricsOptions(opts Options) metricsserver.Options {
 const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are the client-side limit of each of the
-// manager's clients: far above what it needs to keep up with a hub apiserver that takes
-// about 200 new Applications a second (one apply per Application, a few status writes),
-// and low enough to stop a runaway write loop from flooding the apiserver before an
-// operator sees it. client-go's own default (5 per second, burst 10) would hold
-// propagation to a few Applications a second.
+// manager's clients: by default none (a negative QPS), as controller-runtime's own
+// default, and the hub apiserver's priority and fairness throttles. client-go's default
+// (5 per second, burst 10) would hold propagation to a few Applications a second, and
+// even 1000 per second (burst 2000) throttled the manager's first pass over 1,000
+// clusters in the benchmark; an operator who wants a ceiling sets one
+// (docs/operations.md), and the burst then applies.
 const (
-	DefaultKubeAPIQPS   = 1000
+	DefaultKubeAPIQPS   = -1
 	DefaultKubeAPIBurst = 2000
 )
 
