@@ -213,7 +213,7 @@ func TestDefaults(t *testing.T) {
 	}
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
-		"--require-placement-binding=true", "--concurrency=4", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
+		"--require-placement-binding=true", "--concurrency=16", "--kube-api-qps=-1", "--kube-api-burst=2000", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
 		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
