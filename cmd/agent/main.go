@@ -23,6 +23,8 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", watchNamespaces, "comma-separated namespaces of the Argo CD Applications to report")
 	flag.DurationVar(&opts.PublishDelay, "publish-delay", opts.PublishDelay, "coalescing window of changes before a publish")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", opts.ResyncPeriod, "period of a full resync")
+	flag.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of Argo CD's application-controller and of its Redis password Secret")
+	flag.StringVar(&opts.ArgoCDRedis, "argocd-redis", opts.ArgoCDRedis, "address of the Redis of Argo CD's application-controller, to read the apps' resource trees; empty: argocd-redis.<argocd-namespace>.svc:6379; \""+spoke.ArgoCDRedisDisabled+"\": do not read them")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling; empty disables it")
 	klog.InitFlags(nil)
 	flag.Parse()

@@ -52,11 +52,17 @@ func main() {
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")
 	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
+	var qps float64
+	flag.Float64Var(&qps, "kube-api-qps", float64(opts.KubeAPIQPS), "requests per second of each of the manager's clients to the hub apiserver; negative: no client-side limit")
+	flag.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "burst of requests of each of the manager's clients to the hub apiserver")
 	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "shortest time between two writes of one MulticlusterApplicationSetReport; changes in between go into the next write")
+	flag.Int64Var(&opts.ReportBudgetBytes, "report-budget-bytes", opts.ReportBudgetBytes,
+		"the most bytes one MulticlusterApplicationSetReport may take as JSON, metadata included; a report over it loses detail (its counts stay exact) and says so in statuses.summary.truncated")
 	flag.DurationVar(&opts.GracefulShutdown, "graceful-shutdown-timeout", opts.GracefulShutdown, "how long controllers get to finish on shutdown")
 	klog.InitFlags(nil) // -v and the other klog flags
 	flag.Parse()
 
+	opts.KubeAPIQPS = float32(qps)
 	if watchNamespaces != "" {
 		opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
 	}

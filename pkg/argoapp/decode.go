@@ -86,7 +86,9 @@ type HealthStatus struct {
 type OperationState struct {
 	Phase     string
 	StartedAt string
-	Message   string
+	// FinishedAt is set once the operation reached a final phase.
+	FinishedAt string
+	Message    string
 }
 
 // ResourceStatus is one entry of status.resources.
@@ -164,9 +166,10 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 
 	operation := r.object(status, ".status", "operationState")
 	out.OperationState = OperationState{
-		Phase:     r.str(operation, ".status.operationState", "phase"),
-		StartedAt: r.str(operation, ".status.operationState", "startedAt"),
-		Message:   r.str(operation, ".status.operationState", "message"),
+		Phase:      r.str(operation, ".status.operationState", "phase"),
+		StartedAt:  r.str(operation, ".status.operationState", "startedAt"),
+		FinishedAt: r.str(operation, ".status.operationState", "finishedAt"),
+		Message:    r.str(operation, ".status.operationState", "message"),
 	}
 
 	for i, item := range r.list(status, ".status", "resources") {

@@ -297,8 +297,15 @@ func compareResources(a, b argoapp.ResourceStatus) int {
 func (p *appPlan) render(level detail) error {
 	for ; ; level++ {
 		candidates := p.resourcesAt(level)
+		// Most apps fit with all their candidates: one encoding, no search.
+		w := p.wire(level, candidates, len(p.conditions))
+		if fits, err := fitsMessage(w); err != nil {
+			return err
+		} else if fits {
+			return p.set(level, w)
+		}
 		// The most resources that fit: a binary search over how many to keep.
-		lo, hi := 0, candidates
+		lo, hi := 0, candidates-1
 		var best *wireApp
 		for lo <= hi {
 			keep := (lo + hi) / 2

@@ -124,6 +124,11 @@ type agent struct {
 	// publisher holds the state of the publish loop; only the worker touches it.
 	publisher publisher
 
+	// slices are the agent's ApplicationStatusSlices on the hub; trees the apps'
+	// resource trees from Argo CD's cache.
+	slices *statusSlices
+	trees  *trees
+
 	// wg tracks the agent's goroutines, so that run returns only once they have stopped.
 	wg sync.WaitGroup
 }
@@ -188,6 +193,31 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	}
 	a.goFunc(func() { lease.NewLeaseUpdater(leaseClient, opts.AddonName, opts.AddonNamespace).Start(ctx) })
 
+	hubDynamic, err := dynamic.NewForConfig(hubConfig)
+	if err != nil {
+		return fmt.Errorf("create the hub dynamic client: %w", err)
+	}
+	if a.slices, err = newStatusSlices(hubDynamic, opts.ClusterName, opts.AddonName, a.onHubChange); err != nil {
+		return err
+	}
+	a.goFunc(func() { a.slices.informer.RunWithContext(ctx) })
+	var reader *treeReader
+	if opts.ArgoCDRedis != ArgoCDRedisDisabled {
+		spokeKube, err := kubernetes.NewForConfig(spokeConfig)
+		if err != nil {
+			return fmt.Errorf("create the managed cluster client: %w", err)
+		}
+		reader = newTreeReader(opts.ArgoCDRedis, opts.ArgoCDNamespace, spokeKube.CoreV1().Secrets(opts.ArgoCDNamespace), log)
+		defer reader.Close()
+		a.goFunc(func() {
+			reader.Watch(ctx, func(namespace, name string) {
+				a.trees.invalidate(namespace + "/" + name)
+				a.enqueue()
+			})
+		})
+	}
+	a.trees = newTrees(reader)
+
 	hubInformers := addoninformers.NewSharedInformerFactoryWithOptions(hubAddonClient, 0,
 		addoninformers.WithNamespace(opts.ClusterName),
 		addoninformers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -205,7 +235,12 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	hubInformers.Start(ctx.Done())
 
 	a.goFunc(func() { a.watchApplicationAPI(ctx) })
-	a.goFunc(func() { a.tick(ctx, opts.ResyncPeriod, func() { a.fullResync.Store(true) }) })
+	a.goFunc(func() {
+		a.tick(ctx, opts.ResyncPeriod, func() {
+			a.fullResync.Store(true)
+			a.trees.invalidateAll()
+		})
+	})
 	a.goFunc(func() { a.tick(ctx, tn.diagnosticsInterval, nil) })
 	a.goFunc(func() {
 		<-ctx.Done()
@@ -394,6 +429,7 @@ func (a *agent) onApplication(objs ...any) {
 			obj = tombstone.Obj
 		}
 		if m, ok := obj.(metav1.Object); ok && isFromHub(m) {
+			a.trees.invalidate(m.GetNamespace() + "/" + m.GetName())
 			a.enqueue()
 			return
 		}
@@ -423,6 +459,13 @@ func (a *agent) observeHubObject(obj any) {
 		return
 	}
 	a.recordHub(addon)
+	a.onHubChange()
+}
+
+// onHubChange asks for a publish after a change on the hub: the agent's report may have
+// been changed by someone else, and an event means the hub is reachable, so a waiting
+// retry may go now.
+func (a *agent) onHubChange() {
 	a.backingOff.Store(false)
 	a.queue.AddAfter(reportKey, a.opts.PublishDelay)
 }

@@ -198,8 +198,11 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 	f.createApp("steady", status{sync: "Synced", health: "Healthy", revision: "abc", resources: 3, reconciledAt: now}.object())
 	f.createApp("other", status{sync: "OutOfSync", health: "Degraded", conditions: [][2]string{{"ComparisonError", "boom"}}}.object())
 	f.eventuallyApp("other", func(gomega.Gomega, clusterreport.App) {})
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveLen(2)) }).Should(gomega.Succeed())
 	before := f.settle()
 	published := f.addon().Status.Conditions
+	slicesBefore := f.sliceWrites.Load()
+	f.g.Expect(slicesBefore).To(gomega.BeNumerically(">", 0), "the status slices were never written")
 
 	// Changes that do not change the report: an app not from the hub, Argo CD's next
 	// reconcile, an annotation.
@@ -213,6 +216,7 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 	f.startAgent()
 	f.g.Consistently(f.statusWrites.Load).WithTimeout(3 * time.Second).Should(gomega.Equal(before))
 	f.g.Expect(ownConditions(f.addon().Status.Conditions)).To(gomega.Equal(ownConditions(published)))
+	f.g.Expect(f.sliceWrites.Load()).To(gomega.Equal(slicesBefore), "the status slices were rewritten while nothing changed")
 
 	// And a real change is still published.
 	f.setStatus("steady", status{sync: "OutOfSync", health: "Healthy", revision: "abd"}.object())

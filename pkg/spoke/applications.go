@@ -66,6 +66,8 @@ type observedApp struct {
 	// reconciledAt is status.reconciledAt; zero when absent or unreadable.
 	reconciledAt time.Time
 	created      time.Time
+	// resourceVersion of the Application: a new one makes the agent read its tree again.
+	resourceVersion string
 }
 
 // observeApplication reads a local Application into its report, without ObservedAt. An
@@ -81,7 +83,7 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 		ApplicationSet: annotations[argoapp.AnnotationHostingApplicationSet],
 	}
 	app.ManifestWork, _ = manifestWorkOf(obj.GetOwnerReferences())
-	out := observedApp{created: obj.GetCreationTimestamp().Time}
+	out := observedApp{created: obj.GetCreationTimestamp().Time, resourceVersion: obj.GetResourceVersion()}
 	status, err := argoapp.DecodeStatus(obj)
 	if err != nil {
 		app.Conditions = []argoapp.Condition{{Type: clusterreport.ConditionStatusDecodeError, Message: err.Error()}}

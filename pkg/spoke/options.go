@@ -43,7 +43,19 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// PprofAddr is the bind address of net/http/pprof, for profiling; empty disables it.
 	PprofAddr string
+	// ArgoCDNamespace is the namespace of Argo CD's application-controller: it names the
+	// apps of that namespace in its cache, and holds the Redis password Secret.
+	ArgoCDNamespace string
+	// ArgoCDRedis is the address of the Redis of Argo CD's application-controller, from
+	// which the agent reads each app's resource tree; empty means
+	// argocd-redis.<ArgoCDNamespace>.svc:6379, Argo CD's install, and ArgoCDRedisDisabled
+	// disables the tree.
+	ArgoCDRedis string
 }
+
+// ArgoCDRedisDisabled as Options.ArgoCDRedis makes the agent report apps without their
+// resource tree, saying so on each.
+const ArgoCDRedisDisabled = "none"
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
@@ -51,6 +63,7 @@ func DefaultOptions() Options {
 		AddonName:       clusterreport.DefaultAddonName,
 		AddonNamespace:  DefaultAddonNamespace,
 		WatchNamespaces: []string{argoapp.DefaultAppNamespace},
+		ArgoCDNamespace: argoapp.DefaultAppNamespace,
 		PublishDelay:    200 * time.Millisecond,
 		ResyncPeriod:    10 * time.Minute,
 	}
@@ -74,6 +87,12 @@ func (o Options) withDefaults() Options {
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = d.ResyncPeriod
 	}
+	if o.ArgoCDNamespace == "" {
+		o.ArgoCDNamespace = d.ArgoCDNamespace
+	}
+	if o.ArgoCDRedis == "" {
+		o.ArgoCDRedis = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	}
 	return o
 }
 
@@ -86,6 +105,7 @@ func (o Options) Validate() error {
 	for _, field := range []struct{ what, name string }{
 		{"cluster name", o.ClusterName},
 		{"addon namespace", o.AddonNamespace},
+		{"Argo CD namespace", o.ArgoCDNamespace},
 	} {
 		if msgs := validation.IsDNS1123Label(field.name); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("the %s %q is not a namespace name: %s", field.what, field.name, strings.Join(msgs, "; ")))

@@ -40,18 +40,25 @@ type publisher struct {
 	observations map[string]observation
 	// truncated: the last published report was cut by the budget.
 	truncated bool
+	// entries are the apps' status-channel entries as last built, by key; hubSlices what
+	// the agent computed of its slices on the hub, by name.
+	entries   map[string]entryState
+	hubSlices map[string]hubSliceState
+	// decoded are the local Applications as last decoded, by key.
+	decoded map[string]observedApp
 }
 
-// observation is the content of an app (its clusterreport.Fingerprint) and when the
-// agent first saw it.
+// observation is the content of an app (its clusterreport.Fingerprint, computed from
+// the Application at resourceVersion) and when the agent first saw it.
 type observation struct {
-	fingerprint string
-	at          time.Time
+	fingerprint     string
+	resourceVersion string
+	at              time.Time
 }
 
 // newPublisher returns the state of a publish loop that has published nothing.
 func newPublisher() publisher {
-	return publisher{observations: map[string]observation{}}
+	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}, hubSlices: map[string]hubSliceState{}}
 }
 
 // publish builds the report from what the agent sees, and applies it to the
@@ -91,20 +98,29 @@ func (a *agent) publish(ctx context.Context) error {
 		return fmt.Errorf("encode the report: %w", err)
 	}
 	desired := withTransitionTimes(encoding.Conditions, hub.conditions, metav1.NewTime(now))
-	if sameConditions(desired, hub.conditions) {
-		return nil
+	if !sameConditions(desired, hub.conditions) {
+		updated, err := a.applyConditions(ctx, desired)
+		if apierrors.IsNotFound(err) {
+			a.observeHubDeletion(nil)
+			return errAddonMissing
+		}
+		if err != nil {
+			return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+		}
+		a.recordHub(updated)
+		a.recordEvents(hub, desired, encoding)
+		a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
 	}
-	updated, err := a.applyConditions(ctx, desired)
-	if apierrors.IsNotFound(err) {
-		a.observeHubDeletion(nil)
-		return errAddonMissing
-	}
+
+	// The status channel: every app, complete, in bounded slices.
+	writes, err := a.publishSlices(ctx, apps, a.hubSnapshot().object, now)
 	if err != nil {
-		return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
+		return err
 	}
-	a.recordHub(updated)
-	a.recordEvents(hub, desired, encoding)
-	a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
+	a.trees.retain(apps)
+	if writes != (sliceWrites{}) {
+		a.log.V(1).Info("published the status slices", "applications", len(apps), "applied", writes.applied, "deleted", writes.deleted)
+	}
 	return nil
 }
 
@@ -115,15 +131,24 @@ func (a *agent) observeApplications(state crdState) []observedApp {
 		return nil
 	}
 	var apps []observedApp
+	decoded := make(map[string]observedApp, len(a.publisher.decoded))
 	for _, informer := range a.appInformers {
 		for _, obj := range informer.GetStore().List() {
 			u, ok := obj.(*unstructured.Unstructured)
 			if !ok || !isFromHub(u) {
 				continue
 			}
-			apps = append(apps, observeApplication(u))
+			// An Application is decoded once per resourceVersion.
+			key := u.GetNamespace() + "/" + u.GetName()
+			app, ok := a.publisher.decoded[key]
+			if !ok || app.resourceVersion == "" || app.resourceVersion != u.GetResourceVersion() {
+				app = observeApplication(u)
+			}
+			decoded[key] = app
+			apps = append(apps, app)
 		}
 	}
+	a.publisher.decoded = decoded
 	slices.SortFunc(apps, func(x, y observedApp) int { return strings.Compare(x.report.Key(), y.report.Key()) })
 	return apps
 }
@@ -233,13 +258,16 @@ func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time
 		app := observed.report
 		key := app.Key()
 		seen[key] = true
-		fingerprint, err := clusterreport.Fingerprint(app)
-		if err != nil {
-			fingerprint = "" // never equal to a computed one
-		}
 		last, known := p.observations[key]
+		fingerprint := last.fingerprint
+		if !known || observed.resourceVersion == "" || last.resourceVersion != observed.resourceVersion {
+			var err error
+			if fingerprint, err = clusterreport.Fingerprint(app); err != nil {
+				fingerprint = "" // never equal to a computed one
+			}
+		}
 		if !known || last.fingerprint != fingerprint || fingerprint == "" {
-			last = observation{fingerprint: fingerprint, at: now}
+			last = observation{fingerprint: fingerprint, resourceVersion: observed.resourceVersion, at: now}
 			if !known {
 				if published == nil {
 					published = decodedApps(onHub)
@@ -250,6 +278,9 @@ func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time
 					}
 				}
 			}
+			p.observations[key] = last
+		} else if last.resourceVersion != observed.resourceVersion {
+			last.resourceVersion = observed.resourceVersion
 			p.observations[key] = last
 		}
 		app.ObservedAt = last.at

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/onsi/gomega"
@@ -38,8 +39,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	hubaddon "github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -130,6 +133,11 @@ type fixture struct {
 	// statusWrites those the hub accepted.
 	statusPatches atomic.Int64
 	statusWrites  atomic.Int64
+	// sliceWrites counts the agent's accepted writes (apply, delete) of its
+	// ApplicationStatusSlices.
+	sliceWrites atomic.Int64
+	// redis plays Argo CD's application-controller cache.
+	redis *miniredis.Miniredis
 
 	stopAgent func()
 }
@@ -167,7 +175,9 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		f.spoke = c
 	}
 
+	f.redis = miniredis.RunT(t)
 	f.opts = DefaultOptions()
+	f.opts.ArgoCDRedis = f.redis.Addr()
 	f.opts.ClusterName = f.cluster
 	f.opts.AddonNamespace = f.addonNS
 	f.opts.WatchNamespaces = []string{f.appNS}
@@ -219,18 +229,13 @@ func (f *fixture) agentUser() string {
 }
 
 // grantAgentIdentity grants the agent's hub identity what the addon's registration
-// grants it, and nothing else: in its cluster namespace, get, list and watch on its own
-// ManagedClusterAddOn, patch on its status, and create and patch on Events.
+// grants it (hubaddon.HubRole), and nothing else: in its cluster namespace, get, list and
+// watch on its own ManagedClusterAddOn, patch on its status, its ApplicationStatusSlices,
+// and create and patch on Events.
 func (f *fixture) grantAgentIdentity() {
 	f.t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-agent", Namespace: f.cluster},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{addonv1beta1.GroupName}, Resources: []string{"managedclusteraddons"}, ResourceNames: []string{testAddonName}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{addonv1beta1.GroupName}, Resources: []string{"managedclusteraddons/status"}, ResourceNames: []string{testAddonName}, Verbs: []string{"patch"}},
-			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		},
-	}
+	role := hubaddon.HubRole(testAddonName)
+	role.Name, role.Namespace = "argocd-pull-agent", f.cluster
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-agent", Namespace: f.cluster},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
@@ -255,9 +260,13 @@ func (f *fixture) agentHubConfig() *rest.Config {
 			if counted {
 				f.statusPatches.Add(1)
 			}
+			slice := req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/"+statusv1alpha1.Resource)
 			resp, err := rt.RoundTrip(req)
 			if counted && err == nil && resp.StatusCode < 300 {
 				f.statusWrites.Add(1)
+			}
+			if slice && err == nil && resp.StatusCode < 300 {
+				f.sliceWrites.Add(1)
 			}
 			return resp, err
 		})
@@ -353,10 +362,11 @@ func (f *fixture) eventuallyApp(name string, check func(g gomega.Gomega, app clu
 func (f *fixture) settle() int64 {
 	f.t.Helper()
 	var last int64 = -1
+	var lastSlices int64 = -1
 	f.g.Eventually(func() bool {
-		n := f.statusWrites.Load()
-		stable := n == last && n > 0
-		last = n
+		n, slices := f.statusWrites.Load(), f.sliceWrites.Load()
+		stable := n == last && n > 0 && slices == lastSlices
+		last, lastSlices = n, slices
 		return stable
 	}).WithPolling(3 * f.opts.PublishDelay).Should(gomega.BeTrue())
 	return f.statusWrites.Load()

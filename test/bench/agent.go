@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,8 +19,10 @@ import (
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	spokepkg "github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -43,9 +48,23 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 			return err
 		}
 	}
+	// Argo CD's application-controller cache, with each app's resource tree, as the
+	// agent reads it in a real install.
+	redis, err := miniredis.Run()
+	if err != nil {
+		return err
+	}
+	defer redis.Close()
 	for i := range r.Scale.AgentApps {
-		if err := spoke.Client.Create(ctx, spokeApplication(i)); err != nil {
+		if err := spoke.Client.Create(ctx, spokeApplication(i, r.Scale.AgentResources)); err != nil {
 			return fmt.Errorf("create local Application %d: %w", i, err)
+		}
+		tree, err := argoCDTree(i, r.Scale.AgentResources)
+		if err != nil {
+			return err
+		}
+		if err := redis.Set(fmt.Sprintf("app|resources-tree|app-%04d|%s.gz", i, spokepkg.ArgoCDCacheVersion), tree); err != nil {
+			return err
 		}
 	}
 	hubKubeconfig, err := hub.Kubeconfig("bench-agent", "system:masters")
@@ -65,6 +84,10 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	if err != nil {
 		return err
 	}
+	sliceWatcher, err := watchChanges(ctx, hub.Config, statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource), agentCluster)
+	if err != nil {
+		return err
+	}
 	ports, err := sim.FreePorts(1)
 	if err != nil {
 		return err
@@ -73,7 +96,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	start := time.Now()
 	agent, err := sim.StartProcess(dir, "agent", agentBin, []string{
 		"--hub-kubeconfig=" + hubKubeconfig, "--kubeconfig=" + spokeKubeconfig, "--cluster-name=" + agentCluster,
-		"--pprof-bind-address=" + pprofAddr,
+		"--pprof-bind-address=" + pprofAddr, "--argocd-redis=" + redis.Addr(),
 	}, nil)
 	if err != nil {
 		return err
@@ -96,9 +119,30 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	}
 	r.AgentFirstReport = time.Since(start)
 	step("P5: the first complete report after %s", since(start))
+	sliceList := &statusv1alpha1.ApplicationStatusSliceList{}
+	err = waitFor(ctx, 2*time.Minute, func() (bool, error) {
+		if err := hub.Client.List(ctx, sliceList, client.InNamespace(agentCluster)); err != nil {
+			return false, err
+		}
+		apps, err := clusterreport.DecodeSlices(sliceList.Items)
+		if err != nil || len(apps) != r.Scale.AgentApps {
+			return false, err
+		}
+		for _, e := range apps {
+			if len(e.Resources) != r.Scale.AgentResources || len(e.Nodes) != 2 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("P5: the status slices never held %d complete Applications: %w", r.Scale.AgentApps, err)
+	}
+	r.AgentFirstSlices = time.Since(start)
+	step("P5: every app complete in the status slices after %s", since(start))
 
 	for i := range r.Scale.AgentChanges {
-		app := spokeApplication(i * 7 % r.Scale.AgentApps)
+		app := spokeApplication(i*7%r.Scale.AgentApps, r.Scale.AgentResources)
 		patch := map[string]any{"status": map[string]any{"conditions": []any{map[string]any{
 			"type": "SyncError", "message": changeMessage(i, time.Now()), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 		}}}}
@@ -109,11 +153,24 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 		if err := spoke.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, body)); err != nil {
 			return fmt.Errorf("change local Application %s: %w", app.GetName(), err)
 		}
-		if err := waitFor(ctx, 30*time.Second, func() (bool, error) { return watcher.Seen(i), nil }); err != nil {
+		if err := waitFor(ctx, 30*time.Second, func() (bool, error) { return watcher.Seen(i) && sliceWatcher.Seen(i), nil }); err != nil {
 			r.AgentChangesLost = append(r.AgentChangesLost, fmt.Sprintf("change %d of %s never reached the hub", i, app.GetName()))
 		}
 	}
 	r.AgentLatencies = watcher.Latencies()
+	r.AgentSliceLatencies = sliceWatcher.Latencies()
+	if err := hub.Client.List(ctx, sliceList, client.InNamespace(agentCluster)); err != nil {
+		return err
+	}
+	r.AgentSlices = len(sliceList.Items)
+	for _, s := range sliceList.Items {
+		s.ManagedFields = nil
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		r.AgentSliceBytes += len(raw)
+	}
 	if r.AgentPeakRSS, err = agent.PeakRSS(); err != nil {
 		return err
 	}
@@ -137,9 +194,59 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	return nil
 }
 
+// spokeResources are the managed resources of a local Application of P5: a Deployment,
+// a Service, and ConfigMaps up to n.
+func spokeResources(n int) []struct{ group, kind, name string } {
+	out := []struct{ group, kind, name string }{{"apps", "Deployment", "web"}, {"", "Service", "web"}}
+	for i := 0; len(out) < n; i++ {
+		out = append(out, struct{ group, kind, name string }{"", "ConfigMap", fmt.Sprintf("web-config-%02d", i)})
+	}
+	return out[:n]
+}
+
+// argoCDTree is the resource tree of the i-th local Application as Argo CD 3's
+// application-controller caches it (gzip-compressed JSON): every managed resource with
+// its health, and the Deployment's ReplicaSet and Pod.
+func argoCDTree(i, resources int) (string, error) {
+	ns := fmt.Sprintf("app-%04d", i)
+	health := map[string]any{"status": "Healthy"}
+	var nodes []any
+	for _, r := range spokeResources(resources) {
+		node := map[string]any{"group": r.group, "version": "v1", "kind": r.kind, "namespace": ns, "name": r.name,
+			"uid": fmt.Sprintf("%s-%s", ns, r.name), "resourceVersion": "1"}
+		if r.kind != "ConfigMap" {
+			node["health"] = health
+		}
+		nodes = append(nodes, node)
+	}
+	image := "registry.example/fleet/web:1.2.3"
+	nodes = append(nodes,
+		map[string]any{"group": "apps", "version": "v1", "kind": "ReplicaSet", "namespace": ns, "name": "web-5d9c7b",
+			"parentRefs": []any{map[string]any{"group": "apps", "kind": "Deployment", "namespace": ns, "name": "web"}},
+			"info":       []any{map[string]any{"name": "Revision", "value": "Rev:1"}}, "health": health, "images": []any{image}},
+		map[string]any{"version": "v1", "kind": "Pod", "namespace": ns, "name": "web-5d9c7b-x2x4q",
+			"parentRefs": []any{map[string]any{"group": "apps", "kind": "ReplicaSet", "namespace": ns, "name": "web-5d9c7b"}},
+			"info":       []any{map[string]any{"name": "Status Reason", "value": "Running"}}, "health": health, "images": []any{image}},
+	)
+	raw, err := json.Marshal(map[string]any{"nodes": nodes})
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(raw); err != nil {
+		return "", err
+	}
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
 // spokeApplication is the i-th local Application of P5, as the work agent applied it
-// from the hub and Argo CD synced it.
-func spokeApplication(i int) *unstructured.Unstructured {
+// from the hub and Argo CD 3 synced it: without resource health in status.resources
+// (controller.resource.health.persist defaults to false), which the tree holds.
+func spokeApplication(i, resourceCount int) *unstructured.Unstructured {
 	name := fmt.Sprintf("app-%04d", i)
 	app := argoapp.NewApplication()
 	app.SetNamespace(argoapp.DefaultAppNamespace)
@@ -149,10 +256,9 @@ func spokeApplication(i int) *unstructured.Unstructured {
 		argoapp.AnnotationHubApplicationName:      name,
 	})
 	var resources []any
-	for _, r := range []struct{ group, kind, name string }{{"apps", "Deployment", "web"}, {"", "Service", "web"}, {"", "ConfigMap", "web-config"}} {
+	for _, r := range spokeResources(resourceCount) {
 		resources = append(resources, map[string]any{
-			"group": r.group, "version": "v1", "kind": r.kind, "namespace": name, "name": r.name,
-			"status": "Synced", "health": map[string]any{"status": "Healthy"},
+			"group": r.group, "version": "v1", "kind": r.kind, "namespace": name, "name": r.name, "status": "Synced",
 		})
 	}
 	app.Object["spec"] = map[string]any{

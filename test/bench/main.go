@@ -50,15 +50,19 @@ type Scale struct {
 	Changes int
 	// SteadyWindow is how long P4 counts writes while nothing changes.
 	SteadyWindow time.Duration
-	// AgentApps is the number of local Applications of the agent of P5, and AgentChanges
-	// the number of changes whose publish latency it measures.
-	AgentApps, AgentChanges int
+	// AgentApps is the number of local Applications of the agent of P5, AgentResources
+	// the managed resources of each (a Deployment with a ReplicaSet and a Pod in its tree,
+	// a Service, ConfigMaps), and AgentChanges the number of changes whose publish latency
+	// it measures.
+	AgentApps, AgentResources, AgentChanges int
+	// OnlyAgent runs P5 alone.
+	OnlyAgent bool
 }
 
 var scales = map[string]Scale{
-	"small":  {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentChanges: 10},
-	"medium": {Name: "medium", Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentChanges: 20},
-	"full":   {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentChanges: 30},
+	"small":  {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentResources: 20, AgentChanges: 10},
+	"medium": {Name: "medium", Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentResources: 20, AgentChanges: 20},
+	"full":   {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentResources: 20, AgentChanges: 30},
 }
 
 func main() {
@@ -66,6 +70,9 @@ func main() {
 	out := flag.String("out", "", "write the results as Markdown to this file (make bench: docs/benchmarks.md)")
 	check := flag.Bool("check", false, "exit non-zero when a result is wrong (a work lost or wrong, a change never seen); timing never fails")
 	dir := flag.String("dir", "", "working folder for kubeconfigs, binaries and process logs (default .cache/bench/<scale>)")
+	onlyAgent := flag.Bool("only-agent", false, "run P5 alone: the real agent against a hub apiserver, without the manager")
+	agentApps := flag.Int("agent-apps", 0, "the local Applications of P5 (default: the scale's)")
+	agentResources := flag.Int("agent-resources", 0, "the managed resources of each local Application of P5 (default: the scale's)")
 	flag.Var(&managerArgs, "manager-arg", "an extra flag of the manager, e.g. -manager-arg=--concurrency=8 (repeatable); the default is the manager's own defaults")
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())
@@ -75,6 +82,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: unknown -scale %q: small or full\n", *scaleName)
 		os.Exit(2)
 	}
+	if *agentApps > 0 {
+		scale.AgentApps = *agentApps
+	}
+	if *agentResources > 0 {
+		scale.AgentResources = *agentResources
+	}
+	scale.OnlyAgent = *onlyAgent
 	if *dir == "" {
 		root, err := testenv.RepoRoot()
 		if err != nil {

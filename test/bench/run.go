@@ -44,6 +44,13 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return nil, err
 	}
 	defer func() { _ = hub.Stop() }()
+	if scale.OnlyAgent {
+		if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {
+			return r, err
+		}
+		r.Duration = time.Since(r.Started)
+		return r, nil
+	}
 
 	start := time.Now()
 	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)
@@ -71,7 +78,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err != nil {
 		return r, err
 	}
-	defer manager.Stop(30 * time.Second)
+	defer func() { manager.Stop(30 * time.Second) }()
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start = time.Now()
@@ -100,6 +107,13 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	if r.ManagerLiveHeap, err = managerLiveHeap(ctx, manager); err != nil {
+		return r, err
+	}
+	restarted, err := measureRestart(ctx, r, hub, manager, managerBin, kubeconfig, step)
+	if restarted != nil {
+		manager = restarted // the one the deferred Stop stops
+	}
+	if err != nil {
 		return r, err
 	}
 	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {

@@ -158,6 +158,7 @@ func TestDefaults(t *testing.T) {
 		"Job " + namespace + "/" + release + "-uninstall", // the pre-delete hook
 		"ConfigMap " + argocdNS + "/ocm-placement-generator",
 		"CustomResourceDefinition /" + crdName,
+		"CustomResourceDefinition /applicationstatusslices.argocd-pull.open-cluster-management.io",
 		"Deployment " + namespace + "/" + managerName,
 		"Role " + argocdNS + "/" + managerName,
 		"Role " + namespace + "/" + managerName + "-leader-election",
@@ -212,7 +213,7 @@ func TestDefaults(t *testing.T) {
 	}
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
-		"--require-placement-binding=true", "--concurrency=4", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
+		"--require-placement-binding=true", "--concurrency=16", "--kube-api-qps=-1", "--kube-api-burst=2000", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
 		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
@@ -220,6 +221,10 @@ func TestDefaults(t *testing.T) {
 	}
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--agent-image-pull-secrets") }) {
 		t.Errorf("the manager's args %v name agent pull secrets that nobody set", args)
+	}
+	// The manager's default, which lives in hub.DefaultOptions only.
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--report-budget-bytes") }) {
+		t.Errorf("the manager's args %v set a report budget that nobody set", args)
 	}
 	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != managerName {
 		t.Errorf("service account %q", sa)
@@ -234,7 +239,7 @@ func TestNonDefaultValues(t *testing.T) {
 		"image.repository=registry.example.com/gitops/pull", "image.tag=v1.2.3", "replicas=2",
 		"manager.addonName=my-pull", "manager.argocdNamespace=openshift-gitops",
 		"manager.watchNamespaces={team-a,team-b}", "manager.requirePlacementBinding=false",
-		"manager.concurrency=8", "manager.logVerbosity=4", "agent.watchNamespaces={openshift-gitops}",
+		"manager.concurrency=8", "manager.logVerbosity=4", "manager.reportBudgetBytes=2097152", "agent.watchNamespaces={openshift-gitops}",
 		"agent.image=registry.example.com/gitops/agent:v9", "resources.limits.memory=1Gi",
 		"addOnDeploymentConfig.create=false", "metrics.service=false")
 	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
@@ -252,7 +257,7 @@ func TestNonDefaultValues(t *testing.T) {
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=my-pull", "--argocd-namespace=openshift-gitops", "--watch-namespaces=team-a,team-b",
 		"--require-placement-binding=false", "--concurrency=8", "--agent-image=registry.example.com/gitops/agent:v9",
-		"--agent-watch-namespaces=openshift-gitops", "--v=4"} {
+		"--agent-watch-namespaces=openshift-gitops", "--v=4", "--report-budget-bytes=2097152"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
 		}
@@ -426,6 +431,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"replicas=-1", "at '/replicas': minimum: got -1, want 0"},
 		{"installStrategy.type=Auto", "at '/installStrategy/type': value must be one of 'Manual', 'Placements'"},
 		{"manager.concurrency=0", "at '/manager/concurrency': minimum: got 0, want 1"},
+		{"manager.reportBudgetBytes=1000", "at '/manager/reportBudgetBytes': minimum: got 1,000, want 65,536"},
+		{"manager.reportBudgetBytes=1Mi", "at '/manager/reportBudgetBytes'"},
 		{"manager.addonName=Argo_Pull", "at '/manager/addonName': 'Argo_Pull' does not match pattern"},
 		{"manager.argocdNamespace=", "at '/manager/argocdNamespace'"},
 		{"manager.watchNamespaces={team-a,team-a}", "at '/manager/watchNamespaces'"},

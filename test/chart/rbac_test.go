@@ -77,6 +77,8 @@ var needed = slices.Concat(
 	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "patch", "delete"),
 	perms(cluster, "apiextensions.k8s.io", "customresourcedefinitions", "multiclusterapplicationsetreports.apps.open-cluster-management.io", "report controller: the served schema", "get"),
+	perms(cluster, "argocd-pull.open-cluster-management.io", "applicationstatusslices", "", "the agent's hub Role grants them (HubRole), so the manager holds them; the hub reads the slices",
+		"get", "list", "watch", "create", "update", "patch", "delete"),
 	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets", "get", "list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),

@@ -20,8 +20,8 @@ import (
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -57,23 +57,8 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		spokeDyn, err = dynamic.NewForConfig(target.Config)
 		Expect(err).NotTo(HaveOccurred())
 
-		clusteradmEnable(ctx, target.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", target.Name)
-		})
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
-		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement)
 
 		// Two apps: the guestbook whose Pods take readyAfter to become Ready, as with a slow
 		// image pull, and one whose image makes its Pods run but never become Ready.
@@ -241,6 +226,50 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 			}
 			return app.Sync.Status + "/" + app.Health.Status, nil
 		}).Should(Equal("Synced/Degraded"))
+
+		By("the hub Application shows Argo CD's health message for the Deployment, read by the agent from Argo CD's cache")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			st, err := argoapp.DecodeStatus(u)
+			if err != nil {
+				return "", err
+			}
+			for _, r := range st.Resources {
+				if r.Kind == "Deployment" {
+					return r.Health.Status + ": " + r.Health.Message, nil
+				}
+			}
+			return "no Deployment", nil
+		}).Should(Equal(`Degraded: Deployment "guestbook-ui" exceeded its progress deadline`))
+
+		By("the agent's status slice carries the tree: the Pod under its ReplicaSet, with its image")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", err
+			}
+			for _, item := range list.Items {
+				var slice statusv1alpha1.ApplicationStatusSlice
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &slice); err != nil {
+					return "", err
+				}
+				for _, e := range slice.Apps {
+					if e.Name != failing {
+						continue
+					}
+					for _, n := range e.Nodes {
+						if n.Kind == "Pod" && len(n.ParentRefs) == 1 && n.Health != nil {
+							return fmt.Sprintf("%s %s under %s, %v", e.TreeSource, n.Health.Status, n.ParentRefs[0].Kind, n.Images), nil
+						}
+					}
+					return fmt.Sprintf("%s %s: no Pod in %d nodes", e.TreeSource, e.TreeMessage, len(e.Nodes)), nil
+				}
+			}
+			return "not in a slice", nil
+		}).Should(MatchRegexp(`^ArgoCDCache \w+ under ReplicaSet, \[registry.example/guestbook:always-fail\]$`))
 	})
 })
 

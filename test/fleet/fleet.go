@@ -116,7 +116,15 @@ type Fleet struct {
 // ManagedCluster is a managed cluster's control plane, joined to the hub.
 type ManagedCluster struct {
 	*ControlPlane
+	// ArgoCDRedis is the address of the embedded Redis of the cluster's Argo CD
+	// application-controller; empty without Argo CD. The agent's Pod reaches it where a
+	// real one reaches the Service argocd-redis (ArgoCDRedisService).
+	ArgoCDRedis string
 }
+
+// ArgoCDRedisService is the address of Argo CD's Redis Service in a real install, which
+// the agent's Deployment names.
+const ArgoCDRedisService = "argocd-redis." + ArgoCDNamespace + ".svc:6379"
 
 // Start brings the fleet up and returns when every cluster is joined and Available and,
 // with ArgoCD, every Argo CD process runs. On error everything started is stopped.
@@ -242,6 +250,7 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 		redis, err := startArgoCDSpoke(ctx, f.sup, opts.BinDir, mc.ControlPlane)
 		if redis != nil {
 			f.redis = append(f.redis, redis)
+			mc.ArgoCDRedis = redis.Addr()
 		}
 		if err != nil {
 			return fmt.Errorf("start the Argo CD of %s: %w", mc.Name, err)
@@ -275,8 +284,12 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector,
 		jobSelector: UninstallJobLabelSelector, pods: map[string]*runningPod{}}}
 	for _, mc := range f.Clusters {
-		runners = append(runners, &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector,
-			kubelet: true, pods: map[string]*runningPod{}})
+		r := &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector,
+			kubelet: true, pods: map[string]*runningPod{}}
+		if mc.ArgoCDRedis != "" {
+			r.services = map[string]string{ArgoCDRedisService: mc.ArgoCDRedis}
+		}
+		runners = append(runners, r)
 	}
 	f.pods = runners
 	for _, r := range runners {

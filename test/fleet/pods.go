@@ -35,6 +35,9 @@ type podRunner struct {
 	// kubelet: the cluster runs Pods (startWorkloads), and this runner reports the status
 	// of the Pods of its Deployments, which KWOK leaves alone.
 	kubelet bool
+	// services maps the addresses of Services that the Deployments name in their
+	// arguments to where the fleet runs them, as a cluster's DNS would.
+	services map[string]string
 
 	mu   sync.Mutex
 	pods map[string]*runningPod // namespace/name -> pod
@@ -145,6 +148,11 @@ func (r *podRunner) podCommand(ctx context.Context, namespace, name string, pod 
 	c := pod.Containers[0]
 	dir := filepath.Join(r.cp.Dir, "pods", namespace, name)
 	args := append([]string(nil), c.Args...)
+	for i := range args {
+		for service, addr := range r.services {
+			args[i] = strings.ReplaceAll(args[i], service, addr)
+		}
+	}
 	hash := sha256.New()
 	fmt.Fprintf(hash, "%v|%v|%v", c.Command, c.Args, c.Env)
 	for _, vol := range pod.Volumes {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	argocdpullv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -142,7 +143,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, install := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, clusterv1beta2.Install,
-		workv1.Install, addonv1beta1.Install, appsv1alpha1.AddToScheme,
+		workv1.Install, addonv1beta1.Install, appsv1alpha1.AddToScheme, argocdpullv1alpha1.AddToScheme,
 	} {
 		if err := install(scheme); err != nil {
 			return nil, err

@@ -20,6 +20,8 @@ import (
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -50,7 +52,13 @@ type Options struct {
 	AgentImagePullSecrets []string
 	// WatchNamespaces are the namespaces of the managed clusters' Argo CD Applications.
 	WatchNamespaces []string
+	// ArgoCDNamespace is the namespace of the managed clusters' Argo CD
+	// application-controller and its Redis; empty means argocd.
+	ArgoCDNamespace string
 }
+
+// argoCDRedisSecret is the Secret of Argo CD's Redis password, which the agent reads.
+const argoCDRedisSecret = "argocd-redis"
 
 // agentAddon renders the agent's manifests for each cluster; see Manifests.
 type agentAddon struct {
@@ -67,6 +75,9 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 	}
 	if opts.AgentImagePullPolicy == "" {
 		opts.AgentImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if opts.ArgoCDNamespace == "" {
+		opts.ArgoCDNamespace = argoapp.DefaultAppNamespace
 	}
 	return &agentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}, nil
 }
@@ -86,6 +97,7 @@ func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCl
 		ImagePullSecrets:   a.opts.AgentImagePullSecrets,
 		ClusterAnnotations: cluster.Annotations,
 		WatchNamespaces:    a.opts.WatchNamespaces,
+		ArgoCDNamespace:    a.opts.ArgoCDNamespace,
 	}, adc)
 }
 
@@ -127,7 +139,9 @@ func installNamespace(addon *addonv1beta1.ManagedClusterAddOn, adc *addonv1beta1
 }
 
 // HubRole is what the agent's hub identity may do, in its own cluster namespace only: read
-// its own ManagedClusterAddOn, patch its status, and record Events.
+// its own ManagedClusterAddOn, patch its status, write its ApplicationStatusSlices, and
+// record Events. RBAC cannot name objects before they exist (create takes no
+// resourceNames), so the namespace bounds the slices, as it bounds the Events.
 func HubRole(addonName string) *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: hubRoleName(addonName)},
@@ -136,6 +150,8 @@ func HubRole(addonName string) *rbacv1.Role {
 				ResourceNames: []string{addonName}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{addonv1beta1.GroupName}, Resources: []string{"managedclusteraddons/status"},
 				ResourceNames: []string{addonName}, Verbs: []string{"patch"}},
+			{APIGroups: []string{statusv1alpha1.GroupVersion.Group}, Resources: []string{statusv1alpha1.Resource},
+				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		},
 	}

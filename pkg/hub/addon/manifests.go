@@ -8,10 +8,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/addonfactory"
 	"open-cluster-management.io/addon-framework/pkg/utils"
@@ -41,6 +43,15 @@ type agentValues struct {
 	// disconnected clusters in open-cluster-management.io/image-registries.
 	ClusterAnnotations map[string]string
 	WatchNamespaces    []string
+	// ArgoCDNamespace is the namespace of Argo CD's application-controller, whose Redis
+	// holds the apps' resource trees.
+	ArgoCDNamespace string
+}
+
+// argoCDRedisAddress is the address of Argo CD's Redis in its install: the Service
+// argocd-redis of its namespace.
+func argoCDRedisAddress(argoCDNamespace string) string {
+	return "argocd-redis." + argoCDNamespace + ".svc:6379"
 }
 
 // deploymentName is the name of the agent's Deployment and ServiceAccount on the spoke.
@@ -104,6 +115,12 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"},
 			Verbs: []string{"create", "patch", "update"}},
 	)...)
+	// The apps' resource trees: the password of Argo CD's Redis, and no other Secret.
+	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+			ResourceNames: []string{argoCDRedisSecret}, Verbs: []string{"get"}},
+	)...)
+	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {
 		objs = append(objs, roleWithBinding(roleName+":applications", ns, sa,
 			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
@@ -115,6 +132,28 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		return nil, err
 	}
 	return append(objs, deploy), nil
+}
+
+// argoCDRedisNetworkPolicy admits the agent's Pod to Argo CD's Redis. Argo CD's install
+// ships argocd-redis-network-policy, which admits only its own components; policies add
+// up, so this one opens port 6379 to the agent and to nothing else.
+func argoCDRedisNetworkPolicy(v agentValues) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: v.deploymentName() + "-argocd-redis", Namespace: v.ArgoCDNamespace},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "argocd-redis"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: v.InstallNamespace}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": v.deploymentName()}},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(6379))}},
+			}},
+		},
+	}
 }
 
 func roleWithBinding(name, namespace string, subject rbacv1.Subject, rules ...rbacv1.PolicyRule) []runtime.Object {
@@ -151,6 +190,8 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 			"--addon-name=" + v.AddonName,
 			"--addon-namespace=" + v.InstallNamespace,
 			"--watch-namespaces=" + strings.Join(v.WatchNamespaces, ","),
+			"--argocd-namespace=" + v.ArgoCDNamespace,
+			"--argocd-redis=" + argoCDRedisAddress(v.ArgoCDNamespace),
 		},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

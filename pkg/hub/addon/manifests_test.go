@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,7 @@ import (
 func values(ns string) agentValues {
 	return agentValues{AddonName: "argocd-pull", ClusterName: "c1", InstallNamespace: ns,
 		Image: "quay.io/ocm-gitops/argocd-pull-addon:v1", ImagePullPolicy: corev1.PullIfNotPresent,
-		WatchNamespaces: []string{"argocd", "team-a"}}
+		WatchNamespaces: []string{"argocd", "team-a"}, ArgoCDNamespace: "argocd"}
 }
 
 func find[T runtime.Object](objs []runtime.Object) []T {
@@ -52,7 +53,8 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 	d := deploys[0]
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--hub-kubeconfig=/var/run/hub/kubeconfig", "--cluster-name=c1", "--addon-name=argocd-pull",
-		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a"}
+		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a",
+		"--argocd-namespace=argocd", "--argocd-redis=argocd-redis.argocd.svc:6379"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %v, want %v", c.Args, wantArgs)
 	}
@@ -88,6 +90,36 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 				t.Errorf("cluster-wide rule %v is not limited to the Application CRD", rule)
 			}
 		}
+	}
+}
+
+// The agent may reach Argo CD's Redis through Argo CD's own NetworkPolicy, and only the
+// agent's Pod, only on Redis' port.
+func TestArgoCDRedisNetworkPolicy(t *testing.T) {
+	objs, err := renderAgentManifests(values(DefaultInstallNamespace), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := find[*networkingv1.NetworkPolicy](objs)
+	if len(policies) != 1 {
+		t.Fatalf("%d NetworkPolicies, want 1", len(policies))
+	}
+	np := policies[0]
+	if np.Namespace != "argocd" || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "argocd-redis" ||
+		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 {
+		t.Fatalf("policy %+v", np)
+	}
+	rule := np.Spec.Ingress[0]
+	if len(rule.From) != 1 || rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != DefaultInstallNamespace ||
+		rule.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "argocd-pull-agent" {
+		t.Errorf("from %+v", rule.From)
+	}
+	if len(rule.Ports) != 1 || rule.Ports[0].Port.IntValue() != 6379 {
+		t.Errorf("ports %+v", rule.Ports)
+	}
+	d := find[*appsv1.Deployment](objs)[0]
+	if d.Spec.Template.Labels["app.kubernetes.io/name"] != "argocd-pull-agent" {
+		t.Errorf("the policy selects the label app.kubernetes.io/name=argocd-pull-agent, which the Pod does not carry: %v", d.Spec.Template.Labels)
 	}
 }
 
@@ -315,6 +347,15 @@ func TestHubRoleIsLimitedToTheAddon(t *testing.T) {
 		if slices.Contains(rule.Resources, "events") {
 			if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "create" && v != "patch" }) {
 				t.Errorf("events verbs %v", rule.Verbs)
+			}
+			continue
+		}
+		if slices.Contains(rule.Resources, "applicationstatusslices") {
+			// Bounded by the namespace of the binding (create takes no resourceNames);
+			// TestAgentHubIdentityIsConfinedToItsOwnAddon proves it by impersonation.
+			if !slices.Equal(rule.Resources, []string{"applicationstatusslices"}) ||
+				!slices.Equal(rule.APIGroups, []string{"argocd-pull.open-cluster-management.io"}) {
+				t.Errorf("the slices rule grants more: %v", rule)
 			}
 			continue
 		}

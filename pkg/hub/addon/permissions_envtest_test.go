@@ -8,7 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -59,6 +62,31 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 	addons := addonclient.NewForConfigOrDie(cfg)
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	works := workclient.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	// The agent of another addon on the same cluster, with its own registration.
+	otherCfg := rest.CopyConfig(env.Config)
+	otherCfg.Impersonate = rest.ImpersonationConfig{
+		UserName: agent.DefaultUser("c1", "other-addon", AgentName),
+		Groups:   append(agent.DefaultGroups("c1", "other-addon"), "system:authenticated"),
+	}
+	otherDyn := dynamic.NewForConfigOrDie(otherCfg)
+	slices := schema.GroupVersionResource{Group: "argocd-pull.open-cluster-management.io", Version: "v1alpha1", Resource: "applicationstatusslices"}
+	sliceOf := func(ns, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argocd-pull.open-cluster-management.io/v1alpha1", "kind": "ApplicationStatusSlice",
+			"metadata":      map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"argocd-pull.open-cluster-management.io/addon": "argocd-pull"}},
+			"formatVersion": int64(1),
+			"apps": []any{map[string]any{"namespace": "argocd", "name": "app", "observedAt": "2026-01-01T00:00:00Z",
+				"sync": map[string]any{"status": "Synced"}}},
+		}}
+	}
+	applySlice := func(d dynamic.Interface, ns, name string) error {
+		_, err := d.Resource(slices).Namespace(ns).Apply(ctx, name, sliceOf(ns, name), metav1.ApplyOptions{FieldManager: "argocd-pull-agent", Force: true})
+		return err
+	}
+	if _, err := dynamic.NewForConfigOrDie(env.Config).Resource(slices).Namespace("c2").Create(ctx, sliceOf("c2", "argocd-pull-0"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	status, _ := json.Marshal(map[string]any{
 		"apiVersion": "addon.open-cluster-management.io/v1beta1", "kind": "ManagedClusterAddOn",
 		"metadata": map[string]any{"name": "argocd-pull"},
@@ -91,6 +119,28 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 		},
 		"patch its own status":             func() error { return patchStatus("c1", "argocd-pull") },
 		"record an Event in its namespace": func() error { return event("c1") },
+		"apply a status slice in its namespace": func() error {
+			if err := applySlice(dyn, "c1", "argocd-pull-0"); err != nil {
+				return err
+			}
+			return applySlice(dyn, "c1", "argocd-pull-1") // apply again: an update
+		},
+		"list and watch its status slices": func() error {
+			if _, err := dyn.Resource(slices).Namespace("c1").List(ctx, metav1.ListOptions{LabelSelector: "argocd-pull.open-cluster-management.io/addon=argocd-pull"}); err != nil {
+				return err
+			}
+			w, err := dyn.Resource(slices).Namespace("c1").Watch(ctx, metav1.ListOptions{})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		},
+		"delete its status slice": func() error {
+			if err := applySlice(dyn, "c1", "argocd-pull-9"); err != nil {
+				return err
+			}
+			return dyn.Resource(slices).Namespace("c1").Delete(ctx, "argocd-pull-9", metav1.DeleteOptions{})
+		},
 	}
 	for what, call := range allowed {
 		if err := call(); err != nil {
@@ -124,6 +174,31 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 		},
 		"read ManifestWorks in its namespace": func() error {
 			_, err := works.WorkV1().ManifestWorks("c1").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"create a status slice in another cluster's namespace": func() error { return applySlice(dyn, "c2", "argocd-pull-1") },
+		"overwrite another cluster's status slice":             func() error { return applySlice(dyn, "c2", "argocd-pull-0") },
+		"read another cluster's status slices": func() error {
+			_, err := dyn.Resource(slices).Namespace("c2").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"delete another cluster's status slice": func() error {
+			return dyn.Resource(slices).Namespace("c2").Delete(ctx, "argocd-pull-0", metav1.DeleteOptions{})
+		},
+		"write status slices as another addon's agent": func() error { return applySlice(otherDyn, "c1", "argocd-pull-2") },
+		"read status slices as another addon's agent": func() error {
+			_, err := otherDyn.Resource(slices).Namespace("c1").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"write a ConfigMap in its namespace": func() error {
+			_, err := kube.CoreV1().ConfigMaps("c1").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{})
+			return err
+		},
+		"write a MulticlusterApplicationSetReport in its namespace": func() error {
+			_, err := dyn.Resource(schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}).
+				Namespace("c1").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "apps.open-cluster-management.io/v1alpha1", "kind": "MulticlusterApplicationSetReport",
+				"metadata": map[string]any{"name": "probe", "namespace": "c1"}}}, metav1.CreateOptions{})
 			return err
 		},
 		"list namespaces": func() error {

@@ -85,4 +85,25 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	if _, err := leases.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list the Leases: %v, want forbidden", err)
 	}
+
+	// The password of Argo CD's Redis, for the resource trees, and no other Secret.
+	for _, name := range []string{argoCDRedisSecret, "argocd-secret"} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.ArgoCDNamespace}, Data: map[string][]byte{"auth": []byte("x")}}
+		if _, err := admin.CoreV1().Secrets(v.ArgoCDNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secrets := agent.CoreV1().Secrets(v.ArgoCDNamespace)
+	if _, err := secrets.Get(ctx, argoCDRedisSecret, metav1.GetOptions{}); err != nil {
+		t.Errorf("the agent cannot read the Redis password: %v", err)
+	}
+	if _, err := secrets.Get(ctx, "argocd-secret", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get another Secret: %v, want forbidden", err)
+	}
+	if _, err := secrets.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list the Secrets: %v, want forbidden", err)
+	}
+	if _, err := agent.CoreV1().Secrets("team-a").Get(ctx, argoCDRedisSecret, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get a Secret of that name in another namespace: %v, want forbidden", err)
+	}
 }

@@ -26,10 +26,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // ControllerName names the status mirror: its logs and metrics.
@@ -75,17 +77,20 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
+	agent := observed.AddonHandler{
+		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
+		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
+			return types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}, app.HubName != ""
+		},
+	}
+	// The agent's report and its status slices enqueue the same requests.
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
 			builder.WithPredicates(observed.WorkObservationChangedPredicate)).
-		Watches(&addonv1beta1.ManagedClusterAddOn{}, observed.AddonHandler{
-			Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
-			MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
-				return types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}, app.HubName != ""
-			},
-		}).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {

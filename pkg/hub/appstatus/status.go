@@ -139,7 +139,9 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 				setOrDelete(row, "namespace", r.Namespace)
 				setOrDelete(row, "status", r.Status)
 				if r.Health.Status != "" {
-					row["health"] = map[string]any{"status": r.Health.Status}
+					health := map[string]any{"status": r.Health.Status}
+					setOrDelete(health, "message", r.Health.Message)
+					row["health"] = health
 				}
 				resources = append(resources, row)
 			}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
@@ -40,14 +41,14 @@ type Scope struct {
 
 // NewScheme returns the scheme of every type the hub controllers read or write:
 // client-go's, OCM's cluster (v1, v1beta1), work (v1) and addon (v1beta1) types, the
-// CRD type (the ApplicationSet report controller reads the served schema of its CRD) and the
-// MulticlusterApplicationSetReport. Applications, ApplicationSets and AppProjects are
+// CRD type (the ApplicationSet report controller reads the served schema of its CRD), the
+// MulticlusterApplicationSetReport and the agents' ApplicationStatusSlice. Applications, ApplicationSets and AppProjects are
 // handled as unstructured objects and need no registration.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, install := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install, addonv1beta1.Install,
-		apiextensionsv1.AddToScheme, appsv1alpha1.AddToScheme,
+		apiextensionsv1.AddToScheme, appsv1alpha1.AddToScheme, statusv1alpha1.AddToScheme,
 	} {
 		if err := install(scheme); err != nil {
 			return nil, err
@@ -63,6 +64,10 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
 //     renders has;
+//   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
+//     what the hub does not show: the tree's nodes and the resources' images
+//     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
+//     not with their trees;
 //   - no object's managedFields, which no controller reads: without them the cache of
 //     10,000 Applications and their works is a fraction of the size.
 //
@@ -79,17 +84,36 @@ func Options(scope Scope) cache.Options {
 	}
 	byName := fields.OneTermEqualSelector("metadata.name", scope.AddonName)
 	pulled, _ := labels.NewRequirement(argoapp.LabelPullToOCMManagedCluster, selection.Exists, nil)
+	ownSlices := labels.SelectorFromSet(labels.Set{statusv1alpha1.LabelAddon: scope.AddonName})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			argoapp.NewApplication():               byNamespace,
-			argoapp.NewApplicationSet():            byNamespace,
-			argoapp.NewAppProject():                {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
-			&addonv1beta1.ManagedClusterAddOn{}:    {Field: byName},
-			&addonv1beta1.ClusterManagementAddOn{}: {Field: byName},
-			&workv1.ManifestWork{}:                 {Label: labels.NewSelector().Add(*pulled)},
+			argoapp.NewApplication():                 byNamespace,
+			argoapp.NewApplicationSet():              byNamespace,
+			argoapp.NewAppProject():                  {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
+			&addonv1beta1.ManagedClusterAddOn{}:      {Field: byName},
+			&addonv1beta1.ClusterManagementAddOn{}:   {Field: byName},
+			&workv1.ManifestWork{}:                   {Label: labels.NewSelector().Add(*pulled)},
+			&statusv1alpha1.ApplicationStatusSlice{}: {Label: ownSlices, Transform: stripSlice},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
+}
+
+// stripSlice keeps of a slice what the hub shows; the manager's DefaultTransform does not
+// apply to a kind with its own Transform, so it drops the managed fields too.
+func stripSlice(obj any) (any, error) {
+	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
+	if !ok {
+		return obj, nil
+	}
+	s.ManagedFields = nil
+	for i := range s.Apps {
+		s.Apps[i].Nodes = nil
+		for j := range s.Apps[i].Resources {
+			s.Apps[i].Resources[j].Images = nil
+		}
+	}
+	return s, nil
 }
 
 // NewClient returns a client that reads every object, Applications included, from the

@@ -119,11 +119,21 @@ type Observation struct {
 	RecheckAfter time.Duration
 }
 
-// Observe returns what the addon's report says of the app that work delivers, which
-// points back to the hub Application hub. now is the time of the reconcile.
+// Observe returns what the agent says of the app that work delivers, which points back to
+// the hub Application hub: its entry in the agent's status slices when they hold it
+// (WithSlices), else what the addon's report says. now is the time of the reconcile.
 func (r *Decoder) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.ManifestWork, hub types.NamespacedName, now time.Time) Observation {
 	if addon == nil || work == nil {
 		return Observation{}
+	}
+	r.mu.Lock()
+	finder := r.slices
+	r.mu.Unlock()
+	// The slices first, outside the lock: the finder lists and decodes them.
+	if finder != nil {
+		if app := finder.Find(addon.Namespace, work.Name, hub); app != nil {
+			return Observation{App: app}
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

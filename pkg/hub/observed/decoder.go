@@ -55,6 +55,24 @@ type Decoder struct {
 	entries map[types.NamespacedName]decoded
 	// absenceGrace: see DefaultAbsenceGrace.
 	absenceGrace time.Duration
+	// slices finds an app in the agents' status slices, which Observe prefers.
+	slices SliceFinder
+}
+
+// SliceFinder finds an app in a cluster's status slices (pkg/hub/statusslices): its
+// complete status, which the agent's report on the ManagedClusterAddOn may have cut.
+type SliceFinder interface {
+	Find(cluster, workName string, hub types.NamespacedName) *clusterreport.App
+}
+
+// WithSlices makes Observe take an app from the agents' status slices when they hold it,
+// and from the report on the ManagedClusterAddOn otherwise (an agent older than the
+// slices). pkg/hub sets it once, on the decoder it hands to every controller.
+func (r *Decoder) WithSlices(s SliceFinder) *Decoder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slices = s
+	return r
 }
 
 type decoded struct {

@@ -6,7 +6,8 @@
 // through this package, so that both show the same thing:
 //   - feedback.go reads a work's feedback;
 //   - decoder.go decodes the agents' reports once per version, keeping the last good
-//     entry of an app;
+//     entry of an app, and holds the finder of the agents' status slices
+//     (pkg/hub/statusslices, docs/design.md 8a), which Observe asks first;
 //   - absence.go tells why a report has no entry for an app;
 //   - staleness.go tells when a cluster's data is stale;
 //   - state.go merges the two channels;

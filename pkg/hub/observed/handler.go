@@ -87,7 +87,7 @@ func (h AddonHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) 
 			h.enqueueClusterWorks(ctx, addon.Namespace, q) // cannot tell whose: all of them
 			return
 		}
-		h.enqueueApp(ctx, addon.Namespace, app, q)
+		h.EnqueueApp(ctx, addon.Namespace, app, q)
 	}
 }
 
@@ -99,9 +99,9 @@ func (h AddonHandler) addon(o client.Object) (*addonv1beta1.ManagedClusterAddOn,
 	return addon, ok && addon.Name == h.AddonName
 }
 
-// enqueueApp enqueues the request of one entry of the agent's report: the one it names,
-// else that of the work it names.
-func (h AddonHandler) enqueueApp(ctx context.Context, cluster string, app clusterreport.App, q queue) {
+// EnqueueApp enqueues the request of one entry of the agent's report, or of its status
+// slices: the one it names, else that of the work it names.
+func (h AddonHandler) EnqueueApp(ctx context.Context, cluster string, app clusterreport.App, q queue) {
 	if key, ok := h.MapApp(app); ok {
 		q.Add(reconcile.Request{NamespacedName: key})
 		return

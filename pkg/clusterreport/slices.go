@@ -1,0 +1,653 @@
+package clusterreport
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+// This file is the status channel (docs/design.md, section 8a): the agent's complete
+// report of its apps in ApplicationStatusSlices, each bounded, as many as the apps need.
+
+// SliceFormatVersion is the version of the content of an ApplicationStatusSlice that
+// SliceObject writes and DecodeSlices reads. Optional fields may be added to a version;
+// a change that an older hub would misread takes a new version.
+const SliceFormatVersion = 1
+
+// Limits of the status channel. Nothing else is bounded: apps, resources, nodes and
+// conditions per app, and slices, are as many as there are.
+const (
+	// SliceTargetBytes bounds a slice of several apps, in bytes of JSON of its app
+	// entries. It keeps each write of a slice small.
+	SliceTargetBytes = 128 * 1024
+
+	// SliceFillBytes is the size up to which apps are added to a slice: the room left up
+	// to SliceTargetBytes lets its apps grow (a resource that goes OutOfSync, a longer
+	// message) without moving one to another slice, so that one app's change rewrites
+	// one slice.
+	SliceFillBytes = 96 * 1024
+
+	// MaxSliceBytes bounds the app entries of one slice, in bytes of JSON. An app alone
+	// may exceed SliceTargetBytes up to this; beyond, it is cut (FitEntry) and marked.
+	// etcd's limit on an object is 1.5 MiB.
+	MaxSliceBytes = 1024 * 1024
+)
+
+// Tree is Argo CD's resource tree of an app, as the agent read it from the
+// application-controller's cache.
+type Tree struct {
+	// Nodes are the tree's nodes, managed resources and their children alike.
+	Nodes []statusv1alpha1.ResourceNode
+	// Unavailable says why the tree could not be read; empty when Nodes are Argo CD's.
+	Unavailable string
+}
+
+// Entry returns the status-channel entry of app: every resource, with its health and
+// images from tree where status.resources has none (Argo CD 3 does not persist resource
+// health by default), and the other nodes of the tree with their parents. Messages are
+// cut at MaxMessageBytes and names at the length of a Kubernetes name, visibly; nothing
+// is left out. The entry is deterministic: resources and nodes sorted by group, kind,
+// namespace and name, conditions errors first.
+func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
+	e := statusv1alpha1.AppStatus{
+		Namespace:      app.Namespace,
+		Name:           app.Name,
+		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*maxNameBytes+1),
+		ManifestWork:   TruncateMessage(app.ManifestWork, maxNameBytes),
+		Sync: statusv1alpha1.SyncStatus{
+			Status:   TruncateMessage(app.Sync.Status, maxStatusBytes),
+			Revision: TruncateMessage(app.Sync.Revision, maxNameBytes),
+		},
+		Health:     health(app.Health, MaxMessageBytes),
+		ObservedAt: metav1.NewTime(app.ObservedAt.UTC().Truncate(time.Second)),
+	}
+	if app.HubNamespace != "" || app.HubName != "" {
+		e.Hub = &statusv1alpha1.ObjectRef{Namespace: TruncateMessage(app.HubNamespace, maxNameBytes), Name: TruncateMessage(app.HubName, maxNameBytes)}
+	}
+	for _, revision := range app.Sync.Revisions {
+		e.Sync.Revisions = append(e.Sync.Revisions, TruncateMessage(revision, maxNameBytes))
+	}
+	if op := app.Operation; op != (argoapp.OperationState{}) {
+		e.Operation = &statusv1alpha1.OperationState{
+			Phase:      TruncateMessage(op.Phase, maxStatusBytes),
+			StartedAt:  TruncateMessage(op.StartedAt, maxStatusBytes),
+			FinishedAt: TruncateMessage(op.FinishedAt, maxStatusBytes),
+			Message:    TruncateMessage(op.Message, MaxMessageBytes),
+		}
+	}
+	conditions := slices.Clone(app.Conditions)
+	slices.SortFunc(conditions, compareConditions)
+	for _, c := range conditions {
+		e.Conditions = append(e.Conditions, statusv1alpha1.Condition{
+			Type: TruncateMessage(c.Type, maxStatusBytes), Message: TruncateMessage(c.Message, MaxMessageBytes),
+		})
+	}
+
+	// The tree's node of each managed resource gives its health and images.
+	inTree := make(map[string]statusv1alpha1.ResourceNode, len(tree.Nodes))
+	for _, n := range tree.Nodes {
+		inTree[nodeKey(n.Group, n.Kind, n.Namespace, n.Name)] = n
+	}
+	managed := make(map[string]bool, len(app.Resources))
+	for _, r := range app.Resources {
+		key := nodeKey(r.Group, r.Kind, r.Namespace, r.Name)
+		managed[key] = true
+		row := statusv1alpha1.ResourceStatus{
+			Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name,
+			Status: r.Status, Health: health(r.Health, MaxMessageBytes),
+		}
+		if n, ok := inTree[key]; ok {
+			if row.Health == nil {
+				row.Health = n.Health
+			}
+			row.Images = n.Images
+		}
+		e.Resources = append(e.Resources, normalResource(row))
+	}
+	slices.SortFunc(e.Resources, func(a, b statusv1alpha1.ResourceStatus) int {
+		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	})
+	e.Resources = slices.CompactFunc(e.Resources, func(a, b statusv1alpha1.ResourceStatus) bool {
+		return equality.Semantic.DeepEqual(a, b)
+	})
+	for _, n := range tree.Nodes {
+		if !managed[nodeKey(n.Group, n.Kind, n.Namespace, n.Name)] {
+			e.Nodes = append(e.Nodes, normalNode(n))
+		}
+	}
+	slices.SortFunc(e.Nodes, func(a, b statusv1alpha1.ResourceNode) int {
+		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	})
+	if tree.Unavailable != "" {
+		e.TreeSource, e.TreeMessage = statusv1alpha1.TreeSourceNone, TruncateMessage(tree.Unavailable, MaxMessageBytes)
+	} else {
+		e.TreeSource = statusv1alpha1.TreeSourceArgoCDCache
+	}
+	return e
+}
+
+// compareConditions orders conditions errors first, then by type and message.
+func compareConditions(a, b argoapp.Condition) int {
+	if ea, eb := IsErrorCondition(a.Type), IsErrorCondition(b.Type); ea != eb {
+		if ea {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Message, b.Message))
+}
+
+func nodeKey(group, kind, namespace, name string) string {
+	return group + "/" + kind + "/" + namespace + "/" + name
+}
+
+func compareRefs(g1, k1, n1, m1, g2, k2, n2, m2 string) int {
+	return cmp.Or(strings.Compare(g1, g2), strings.Compare(k1, k2), strings.Compare(n1, n2), strings.Compare(m1, m2))
+}
+
+// health returns h cut to the limits, or nil when it is empty.
+func health(h argoapp.HealthStatus, messageBytes int) *statusv1alpha1.Health {
+	if h == (argoapp.HealthStatus{}) {
+		return nil
+	}
+	return &statusv1alpha1.Health{Status: TruncateMessage(h.Status, maxStatusBytes), Message: TruncateMessage(h.Message, messageBytes)}
+}
+
+// cutHealth returns a copy of h with its message cut to messageBytes.
+func cutHealth(h *statusv1alpha1.Health, messageBytes int) *statusv1alpha1.Health {
+	if h == nil {
+		return nil
+	}
+	return &statusv1alpha1.Health{Status: TruncateMessage(h.Status, maxStatusBytes), Message: TruncateMessage(h.Message, messageBytes)}
+}
+
+func normalResource(r statusv1alpha1.ResourceStatus) statusv1alpha1.ResourceStatus {
+	r.Group, r.Version, r.Kind = TruncateMessage(r.Group, maxNameBytes), TruncateMessage(r.Version, maxNameBytes), TruncateMessage(r.Kind, maxNameBytes)
+	r.Namespace, r.Name = TruncateMessage(r.Namespace, maxNameBytes), TruncateMessage(r.Name, maxNameBytes)
+	r.Status = TruncateMessage(r.Status, maxStatusBytes)
+	r.Health = cutHealth(r.Health, MaxMessageBytes)
+	r.Images = normalImages(r.Images)
+	return r
+}
+
+func normalNode(n statusv1alpha1.ResourceNode) statusv1alpha1.ResourceNode {
+	out := statusv1alpha1.ResourceNode{
+		Group: TruncateMessage(n.Group, maxNameBytes), Version: TruncateMessage(n.Version, maxNameBytes),
+		Kind: TruncateMessage(n.Kind, maxNameBytes), Namespace: TruncateMessage(n.Namespace, maxNameBytes),
+		Name: TruncateMessage(n.Name, maxNameBytes), Health: cutHealth(n.Health, MaxMessageBytes), Images: normalImages(n.Images),
+	}
+	for _, p := range n.ParentRefs {
+		out.ParentRefs = append(out.ParentRefs, statusv1alpha1.ResourceRef{
+			Group: TruncateMessage(p.Group, maxNameBytes), Kind: TruncateMessage(p.Kind, maxNameBytes),
+			Namespace: TruncateMessage(p.Namespace, maxNameBytes), Name: TruncateMessage(p.Name, maxNameBytes),
+		})
+	}
+	slices.SortFunc(out.ParentRefs, func(a, b statusv1alpha1.ResourceRef) int {
+		return compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name)
+	})
+	return out
+}
+
+// maxImageBytes cuts an image reference: a registry, a path and a digest.
+const maxImageBytes = 512
+
+func normalImages(images []string) []string {
+	if len(images) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(images))
+	for _, image := range images {
+		out = append(out, TruncateMessage(image, maxImageBytes))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// EntrySize is the size of an entry as it counts against SliceTargetBytes and
+// MaxSliceBytes: the length of its JSON encoding.
+func EntrySize(e statusv1alpha1.AppStatus) int {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		// An AppStatus always encodes; count it as too large if it ever does not.
+		return MaxSliceBytes + 1
+	}
+	return len(raw)
+}
+
+// EntryDigest returns the EntrySize of e and a digest of its content but ObservedAt: two
+// entries of one app with the same digest differ at most in ObservedAt. The agent keeps
+// both, so that it neither re-encodes an unchanged app nor compares slices field by
+// field at every publish.
+func EntryDigest(e statusv1alpha1.AppStatus) (int, [sha256.Size]byte) {
+	// Every time of the API's second precision encodes to the same width.
+	e.ObservedAt = metav1.NewTime(sizeProbeTime.Time)
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return MaxSliceBytes + 1, [sha256.Size]byte{}
+	}
+	return len(raw), sha256.Sum256(raw)
+}
+
+// FitEntry returns the entry when it fits in MaxSliceBytes, and otherwise cuts it until
+// it does, in this order: the tree's nodes (healthy ones first), the messages down to
+// MinimalMessageBytes, then the resources (Synced and Healthy ones first), then the
+// conditions (warnings first). It marks what it cut in Truncated. This is the only cut of
+// the status channel.
+func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	if EntrySize(e) <= MaxSliceBytes {
+		return e
+	}
+	cut := &statusv1alpha1.Truncation{Reason: statusv1alpha1.TruncationExceedsSliceLimit}
+	out := e
+	out.Truncated = cut
+
+	// Keep the nodes that are not Healthy first, then as many of the rest as fit.
+	nodes := slices.Clone(e.Nodes)
+	slices.SortStableFunc(nodes, func(a, b statusv1alpha1.ResourceNode) int {
+		return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
+	})
+	keepNodes := fitCount(len(nodes), func(n int) bool {
+		out.Nodes = sortedNodes(nodes[:n])
+		cut.NodesOmitted = int32(len(nodes) - n)
+		return EntrySize(out) <= MaxSliceBytes
+	})
+	out.Nodes, cut.NodesOmitted = sortedNodes(nodes[:keepNodes]), int32(len(nodes)-keepNodes)
+	if EntrySize(out) <= MaxSliceBytes {
+		return out
+	}
+
+	cut.MessagesShortened = true
+	out.Health = cutHealth(out.Health, MinimalMessageBytes)
+	if out.Operation != nil {
+		op := *out.Operation
+		op.Message = TruncateMessage(op.Message, MinimalMessageBytes)
+		out.Operation = &op
+	}
+	out.Conditions = slices.Clone(out.Conditions)
+	for i := range out.Conditions {
+		out.Conditions[i].Message = TruncateMessage(out.Conditions[i].Message, MinimalMessageBytes)
+	}
+	resources := slices.Clone(e.Resources)
+	for i := range resources {
+		resources[i].Health = cutHealth(resources[i].Health, MinimalMessageBytes)
+	}
+	out.Resources = resources
+	for i := range out.Nodes {
+		out.Nodes[i].Health = cutHealth(out.Nodes[i].Health, MinimalMessageBytes)
+	}
+	if EntrySize(out) <= MaxSliceBytes {
+		return out
+	}
+
+	out.Nodes, cut.NodesOmitted = nil, int32(len(nodes))
+	ordered := slices.Clone(resources)
+	slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
+		return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
+	})
+	keep := fitCount(len(ordered), func(n int) bool {
+		out.Resources = sortedResources(ordered[:n])
+		return EntrySize(out) <= MaxSliceBytes
+	})
+	out.Resources, cut.ResourcesOmitted = sortedResources(ordered[:keep]), int32(len(ordered)-keep)
+	if EntrySize(out) <= MaxSliceBytes {
+		return out
+	}
+
+	conditions := slices.Clone(out.Conditions) // errors first already
+	keepConditions := fitCount(len(conditions), func(n int) bool {
+		out.Conditions = conditions[:n]
+		return EntrySize(out) <= MaxSliceBytes
+	})
+	out.Conditions, cut.ConditionsOmitted = conditions[:keepConditions], int32(len(conditions)-keepConditions)
+	return out
+}
+
+// rank orders problems (true) before the rest.
+func rank(problem bool) int {
+	if problem {
+		return 0
+	}
+	return 1
+}
+
+func nodeProblem(n statusv1alpha1.ResourceNode) bool {
+	return n.Health != nil && n.Health.Status != "Healthy"
+}
+
+func resourceProblem(r statusv1alpha1.ResourceStatus) bool {
+	return r.Status != "Synced" || (r.Health != nil && r.Health.Status != "" && r.Health.Status != "Healthy")
+}
+
+func sortedNodes(nodes []statusv1alpha1.ResourceNode) []statusv1alpha1.ResourceNode {
+	out := slices.Clone(nodes)
+	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceNode) int {
+		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func sortedResources(resources []statusv1alpha1.ResourceStatus) []statusv1alpha1.ResourceStatus {
+	out := slices.Clone(resources)
+	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceStatus) int {
+		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// fitCount returns the largest n in [0, total] for which fits(n) holds, assuming fits
+// holds for every n below one for which it holds (a binary search).
+func fitCount(total int, fits func(n int) bool) int {
+	lo, hi := 0, total
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// EntryKey returns "<namespace>/<name>" of an entry.
+func EntryKey(e statusv1alpha1.AppStatus) string {
+	return e.Namespace + "/" + e.Name
+}
+
+// Slice is the content of one ApplicationStatusSlice: its name and its apps, sorted by
+// namespace and name.
+type Slice struct {
+	Name string
+	Apps []statusv1alpha1.AppStatus
+}
+
+// SliceName returns the name of slice n of an addon: "<addon>-<n>".
+func SliceName(addonName string, n int) string {
+	return addonName + "-" + strconv.Itoa(n)
+}
+
+// PlanSlices assigns apps to slices, and returns the slices that must exist, by name,
+// each with its apps sorted. onHub are the slices on the hub (their names and which apps
+// they hold); apps are the current entries, each already fitted (FitEntry).
+//
+// The assignment is stable, so that one app's change rewrites one slice: an app stays
+// in the slice that holds it; a slice whose apps grew past SliceTargetBytes keeps the
+// apps that did not grow, then those that did, each in key order, as long as each fits
+// (the first always), and hands the others on;
+// apps without a slice go, in key order, to the first slice by name that stays within
+// SliceFillBytes with them, else to a new slice with the lowest free number. A slice of the hub that is not
+// returned is to be deleted. Slices are not repacked.
+func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus) []Slice {
+	return PlanSlicesSized(addonName, onHub, apps, nil, nil)
+}
+
+// PlanSlicesSized is PlanSlices with the EntrySize of the apps by key (sizes), and of
+// the apps of each slice on the hub by slice name and key (hubSizes), where the caller
+// knows them; the others are computed.
+func PlanSlicesSized(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus, sizes map[string]int, hubSizes map[string]map[string]int) []Slice {
+	byKey := make(map[string]statusv1alpha1.AppStatus, len(apps))
+	for _, e := range apps {
+		byKey[EntryKey(e)] = e
+	}
+	known := make(map[string]int, len(apps))
+	size := func(key string) int {
+		if s, ok := known[key]; ok {
+			return s
+		}
+		s, ok := sizes[key]
+		if !ok {
+			s = EntrySize(byKey[key])
+		}
+		known[key] = s
+		return s
+	}
+	hubSize := func(slice string, e statusv1alpha1.AppStatus) int {
+		if s, ok := hubSizes[slice][EntryKey(e)]; ok {
+			return s
+		}
+		return EntrySize(e)
+	}
+
+	type plan struct {
+		name  string
+		keys  []string
+		bytes int
+	}
+	hub := slices.Clone(onHub)
+	slices.SortFunc(hub, func(a, b Slice) int { return compareSliceNames(a.Name, b.Name) })
+	assigned := make(map[string]bool, len(apps))
+	var plans []*plan
+	var homeless []string
+	for _, s := range hub {
+		p := &plan{name: s.Name}
+		var keys []string
+		grew := map[string]bool{}
+		for _, e := range s.Apps {
+			if key := EntryKey(e); !assigned[key] {
+				if _, ok := byKey[key]; ok {
+					keys = append(keys, key)
+					assigned[key] = true
+					grew[key] = size(key) > hubSize(s.Name, e)
+				}
+			}
+		}
+		// The apps that did not grow first: when the slice overflows, an app that grew
+		// moves, not its neighbours.
+		slices.SortFunc(keys, func(a, b string) int {
+			if grew[a] != grew[b] {
+				if grew[b] {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		for _, key := range keys {
+			if len(p.keys) == 0 || p.bytes+size(key) <= SliceTargetBytes {
+				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)
+			} else {
+				homeless = append(homeless, key)
+			}
+		}
+		plans = append(plans, p)
+	}
+	for key := range byKey {
+		if !assigned[key] {
+			homeless = append(homeless, key)
+		}
+	}
+	slices.Sort(homeless)
+	for _, key := range homeless {
+		placed := false
+		for _, p := range plans {
+			if len(p.keys) == 0 || p.bytes+size(key) <= SliceFillBytes {
+				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			taken := make(map[string]bool, len(plans))
+			for _, p := range plans {
+				taken[p.name] = true
+			}
+			n := 0
+			for taken[SliceName(addonName, n)] {
+				n++
+			}
+			plans = append(plans, &plan{name: SliceName(addonName, n), keys: []string{key}, bytes: size(key)})
+			slices.SortFunc(plans, func(a, b *plan) int { return compareSliceNames(a.name, b.name) })
+		}
+	}
+
+	var out []Slice
+	for _, p := range plans {
+		if len(p.keys) == 0 {
+			continue
+		}
+		slices.Sort(p.keys)
+		s := Slice{Name: p.name}
+		for _, key := range p.keys {
+			s.Apps = append(s.Apps, byKey[key])
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// compareSliceNames orders "<addon>-<n>" names by n, and other names after them by name.
+func compareSliceNames(a, b string) int {
+	na, errA := sliceNumber(a)
+	nb, errB := sliceNumber(b)
+	switch {
+	case errA == nil && errB == nil:
+		return cmp.Or(cmp.Compare(na, nb), strings.Compare(a, b))
+	case errA == nil:
+		return -1
+	case errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func sliceNumber(name string) (int, error) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return 0, errors.New("no number")
+	}
+	return strconv.Atoi(name[i+1:])
+}
+
+// SliceObject returns the ApplicationStatusSlice of s for the agent of addon (its
+// ManagedClusterAddOn, which owns the slice) to apply.
+func SliceObject(addon *addonv1beta1.ManagedClusterAddOn, s Slice) *statusv1alpha1.ApplicationStatusSlice {
+	return &statusv1alpha1.ApplicationStatusSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: statusv1alpha1.GroupVersion.String(), Kind: statusv1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      s.Name,
+			Namespace: addon.Namespace,
+			Labels:    map[string]string{statusv1alpha1.LabelAddon: addon.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: addonv1beta1.GroupVersion.String(), Kind: "ManagedClusterAddOn",
+				Name: addon.Name, UID: addon.UID,
+			}},
+		},
+		FormatVersion: SliceFormatVersion,
+		AppCount:      int32(len(s.Apps)),
+		Apps:          s.Apps,
+	}
+}
+
+// SameSlice reports whether the slice on the hub already is what SliceObject returns for
+// desired: same apps, format, label and owner. It ignores everything the apiserver sets.
+func SameSlice(onHub, desired *statusv1alpha1.ApplicationStatusSlice) bool {
+	if onHub == nil || desired == nil {
+		return onHub == desired
+	}
+	return onHub.FormatVersion == desired.FormatVersion && onHub.AppCount == desired.AppCount &&
+		onHub.Labels[statusv1alpha1.LabelAddon] == desired.Labels[statusv1alpha1.LabelAddon] &&
+		ownedBy(onHub, desired.OwnerReferences[0].UID) &&
+		equality.Semantic.DeepEqual(onHub.Apps, desired.Apps)
+}
+
+func ownedBy(obj *statusv1alpha1.ApplicationStatusSlice, uid types.UID) bool {
+	return slices.ContainsFunc(obj.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid })
+}
+
+// KeepObservedAt returns the entries with the ObservedAt of the same app on the hub when
+// its content did not change, so that an unchanged app encodes to identical bytes, also
+// across an agent restart.
+func KeepObservedAt(entries []statusv1alpha1.AppStatus, onHub []Slice) []statusv1alpha1.AppStatus {
+	previous := map[string]statusv1alpha1.AppStatus{}
+	for _, s := range onHub {
+		for _, e := range s.Apps {
+			previous[EntryKey(e)] = e
+		}
+	}
+	out := slices.Clone(entries)
+	for i := range out {
+		p, ok := previous[EntryKey(out[i])]
+		if !ok {
+			continue
+		}
+		p.ObservedAt = out[i].ObservedAt
+		if equality.Semantic.DeepEqual(p, out[i]) {
+			out[i].ObservedAt = previous[EntryKey(out[i])].ObservedAt
+		}
+	}
+	return out
+}
+
+// SliceDecodeError is a slice the hub cannot read.
+type SliceDecodeError struct {
+	Slice  string
+	Reason error
+	Detail string
+}
+
+func (e *SliceDecodeError) Error() string {
+	return fmt.Sprintf("ApplicationStatusSlice %s: %v: %s", e.Slice, e.Reason, e.Detail)
+}
+
+func (e *SliceDecodeError) Unwrap() error { return e.Reason }
+
+// DecodeSlices returns the apps of a cluster's slices by key. A slice of an unknown
+// format version, over MaxSliceBytes, or with an app without identity is rejected whole
+// (a *SliceDecodeError wrapping ErrUnsupportedVersion, ErrTooLarge or ErrMalformed). An
+// app in two slices (an agent that stopped between two writes) is taken from the one
+// observed last.
+func DecodeSlices(objs []statusv1alpha1.ApplicationStatusSlice) (map[string]statusv1alpha1.AppStatus, error) {
+	out := map[string]statusv1alpha1.AppStatus{}
+	var errs []error
+	for i := range objs {
+		s := &objs[i]
+		if s.FormatVersion != SliceFormatVersion {
+			errs = append(errs, &SliceDecodeError{Slice: s.Name, Reason: ErrUnsupportedVersion, Detail: fmt.Sprintf("format version %d", s.FormatVersion)})
+			continue
+		}
+		bytes := 0
+		malformed := ""
+		for _, e := range s.Apps {
+			bytes += EntrySize(e)
+			if e.Namespace == "" || e.Name == "" {
+				malformed = "an app without namespace or name"
+			}
+		}
+		if malformed != "" {
+			errs = append(errs, &SliceDecodeError{Slice: s.Name, Reason: ErrMalformed, Detail: malformed})
+			continue
+		}
+		if bytes > MaxSliceBytes {
+			errs = append(errs, &SliceDecodeError{Slice: s.Name, Reason: ErrTooLarge, Detail: fmt.Sprintf("%d bytes of apps, more than %d", bytes, MaxSliceBytes)})
+			continue
+		}
+		for _, e := range s.Apps {
+			key := EntryKey(e)
+			if previous, ok := out[key]; ok && previous.ObservedAt.After(e.ObservedAt.Time) {
+				continue
+			}
+			out[key] = e
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,211 @@
+// Package statusslices is the hub's reader of the status channel (docs/design.md, section
+// 8a): the ApplicationStatusSlices in which each cluster's agent reports the complete
+// status of its apps. pkg/hub builds one Reader and hands it, in the observed.Decoder, to
+// the status mirror and the ApplicationSet report controller: the decoder asks it for an
+// app before the agent's report on the ManagedClusterAddOn, so that both show every
+// resource of an app, with its health, whatever the size of the cluster's report. Handler
+// enqueues what a change of a slice concerns. The package registers no controller; the
+// hub's cache keeps the slices as hubcache.Options says.
+package statusslices
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// ConditionTruncated is the condition type, on the hub Application and on the report's
+// cluster entry, that says the app's status did not fit in one slice and the agent left
+// part of it out. It ends in "Warning", so Argo CD's UI shows it as a warning.
+const ConditionTruncated = "StatusTruncatedWarning"
+
+// Reader finds apps in the slices of the hub's cache. It decodes each slice once per
+// resourceVersion. It is safe for concurrent use.
+type Reader struct {
+	client    client.Reader
+	addonName string
+
+	mu sync.Mutex
+	// decoded are the decoded slices of each cluster namespace, by UID: those of the last
+	// Find in that namespace, so that a deleted slice is forgotten at the next.
+	decoded map[string]map[types.UID]decodedSlice
+}
+
+type decodedSlice struct {
+	resourceVersion string
+	apps            []clusterreport.App
+	err             error
+}
+
+// NewReader returns a reader of the slices of addonName, from c (the client that reads
+// through the manager's cache, hubcache.NewClient).
+func NewReader(c client.Reader, addonName string) *Reader {
+	return &Reader{client: c, addonName: addonName, decoded: map[string]map[types.UID]decodedSlice{}}
+}
+
+// Find returns the app of cluster's slices that the ManifestWork workName carries, or
+// that points back to the hub Application hub; nil when no slice holds it, or the slices
+// cannot be read (the agent's report on the ManagedClusterAddOn is then used).
+func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clusterreport.App {
+	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
+		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var found *clusterreport.App
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	previous := r.decoded[cluster]
+	current := make(map[types.UID]decodedSlice, len(list.Items))
+	r.decoded[cluster] = current
+	for i := range list.Items {
+		s := &list.Items[i]
+		d, ok := previous[s.UID]
+		if !ok || d.resourceVersion != s.ResourceVersion {
+			d = decode(s)
+		}
+		current[s.UID] = d
+		for _, app := range d.apps {
+			if (workName != "" && app.ManifestWork == workName) || (app.HubName != "" && app.HubNamespace == hub.Namespace && app.HubName == hub.Name) {
+				// An app in two slices (an agent that stopped between two writes): the one
+				// observed last.
+				if found == nil || app.ObservedAt.After(found.ObservedAt) {
+					found = &app
+				}
+			}
+		}
+	}
+	return found
+}
+
+// decode decodes a slice; it has no apps when it does not decode.
+func decode(s *statusv1alpha1.ApplicationStatusSlice) decodedSlice {
+	entries, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*s})
+	d := decodedSlice{resourceVersion: s.ResourceVersion, err: err}
+	for _, e := range entries {
+		d.apps = append(d.apps, AppOf(e))
+	}
+	slices.SortFunc(d.apps, func(a, b clusterreport.App) int {
+		return strings.Compare(a.Key(), b.Key())
+	})
+	return d
+}
+
+// AppOf returns a slice's entry as the hub's view of an app: every resource with its
+// sync status and health (status and message), Argo CD's conditions, and, when the agent
+// had to cut the app, a ConditionTruncated that says what it left out.
+func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
+	app := clusterreport.App{
+		Namespace: e.Namespace, Name: e.Name, ApplicationSet: e.ApplicationSet, ManifestWork: e.ManifestWork,
+		Sync:       argoapp.SyncStatus{Status: e.Sync.Status, Revision: e.Sync.Revision, Revisions: e.Sync.Revisions},
+		ObservedAt: e.ObservedAt.Time,
+	}
+	if e.Hub != nil {
+		app.HubNamespace, app.HubName = e.Hub.Namespace, e.Hub.Name
+	}
+	if e.Health != nil {
+		app.Health = argoapp.HealthStatus{Status: e.Health.Status, Message: e.Health.Message}
+	}
+	if op := e.Operation; op != nil {
+		app.Operation = argoapp.OperationState{Phase: op.Phase, StartedAt: op.StartedAt, FinishedAt: op.FinishedAt, Message: op.Message}
+	}
+	for _, r := range e.Resources {
+		resource := argoapp.ResourceStatus{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Status: r.Status}
+		if r.Health != nil {
+			resource.Health = argoapp.HealthStatus{Status: r.Health.Status, Message: r.Health.Message}
+		}
+		app.Resources = append(app.Resources, resource)
+	}
+	for _, c := range e.Conditions {
+		app.Conditions = append(app.Conditions, argoapp.Condition{Type: c.Type, Message: c.Message})
+	}
+	if t := e.Truncated; t != nil {
+		app.ResourcesOmitted = int(t.ResourcesOmitted)
+		app.ConditionsOmitted = int(t.ConditionsOmitted)
+		app.Conditions = append(app.Conditions, argoapp.Condition{Type: ConditionTruncated, Message: fmt.Sprintf(
+			"The status of this application exceeds what one ApplicationStatusSlice holds (%d KiB): the agent left out %d resources, %d resource tree nodes and %d conditions%s.",
+			clusterreport.MaxSliceBytes/1024, t.ResourcesOmitted, t.NodesOmitted, t.ConditionsOmitted, shortened(t.MessagesShortened))})
+	}
+	return app
+}
+
+func shortened(messages bool) string {
+	if messages {
+		return ", and shortened the messages"
+	}
+	return ""
+}
+
+// ChangedApps returns the apps that differ between two versions of a slice (nil for
+// none): the old version of a removed or changed one, the new version of an added or
+// changed one. A controller enqueues the hub Applications of these.
+func ChangedApps(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterreport.App {
+	index := func(s *statusv1alpha1.ApplicationStatusSlice) map[string]statusv1alpha1.AppStatus {
+		m := map[string]statusv1alpha1.AppStatus{}
+		if s != nil {
+			for _, e := range s.Apps {
+				m[clusterreport.EntryKey(e)] = e
+			}
+		}
+		return m
+	}
+	before, after := index(old), index(new)
+	var changed []clusterreport.App
+	for key, a := range after {
+		b, ok := before[key]
+		if !ok || !equality.Semantic.DeepEqual(a, b) {
+			changed = append(changed, AppOf(a))
+		}
+		if ok && !equality.Semantic.DeepEqual(a, b) {
+			changed = append(changed, AppOf(b))
+		}
+	}
+	for key, b := range before {
+		if _, ok := after[key]; !ok {
+			changed = append(changed, AppOf(b))
+		}
+	}
+	return changed
+}
+
+// EnqueueApp enqueues what a controller recomputes for one app of a cluster.
+type EnqueueApp func(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request])
+
+// Handler enqueues, for each change of a slice, the apps whose entries changed.
+func Handler(enqueue EnqueueApp) handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	slice := func(o client.Object) *statusv1alpha1.ApplicationStatusSlice {
+		s, _ := o.(*statusv1alpha1.ApplicationStatusSlice)
+		return s
+	}
+	each := func(ctx context.Context, cluster string, apps []clusterreport.App, q queue) {
+		for _, app := range apps {
+			enqueue(ctx, cluster, app, q)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			each(ctx, e.Object.GetNamespace(), ChangedApps(nil, slice(e.Object)), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			each(ctx, e.ObjectNew.GetNamespace(), ChangedApps(slice(e.ObjectOld), slice(e.ObjectNew)), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			each(ctx, e.Object.GetNamespace(), ChangedApps(slice(e.Object), nil), q)
+		},
+	}
+}

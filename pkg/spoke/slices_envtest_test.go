@@ -1,0 +1,184 @@
+package spoke
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+)
+
+// slicesOnHub returns the agent's ApplicationStatusSlices on the hub.
+func (f *fixture) slicesOnHub() []statusv1alpha1.ApplicationStatusSlice {
+	f.t.Helper()
+	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	f.g.Expect(f.hub.List(f.ctx, list, client.InNamespace(f.cluster),
+		client.MatchingLabels{statusv1alpha1.LabelAddon: testAddonName})).To(gomega.Succeed())
+	return list.Items
+}
+
+// entries decodes the agent's slices on the hub, by app name; decoding errors fail.
+func (f *fixture) entries(g gomega.Gomega) map[string]statusv1alpha1.AppStatus {
+	apps, err := clusterreport.DecodeSlices(f.slicesOnHub())
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	out := map[string]statusv1alpha1.AppStatus{}
+	for _, e := range apps {
+		g.Expect(e.Namespace).To(gomega.Equal(f.appNS))
+		out[e.Name] = e
+	}
+	return out
+}
+
+// setTree writes an app's resource tree into the fake Argo CD cache the way the
+// application-controller does (gzip, the app's instance name, the cache version), and
+// publishes its notification.
+func (f *fixture) setTree(app, treeJSON string) {
+	f.t.Helper()
+	instance := instanceName(f.opts.ArgoCDNamespace, f.appNS, app)
+	f.g.Expect(f.redis.Set(treeKey(instance, 0)+argoCDGzipSuffix, gzipped(f.t, treeJSON))).To(gomega.Succeed())
+	f.redis.Publish(argoCDTreeNotificationPrefix+instance+"|"+ArgoCDCacheVersion, "")
+}
+
+// degradedTreeJSON is the tree of a Deployment web-000 whose Pod never becomes Ready.
+const degradedTreeJSON = `{"nodes":[` +
+	`{"group":"apps","version":"v1","kind":"Deployment","namespace":"guestbook","name":"web-000","uid":"u1","images":["registry.example/fail:1"],"health":{"status":"Degraded","message":"Deployment \"web-000\" exceeded its progress deadline"}},` +
+	`{"group":"apps","version":"v1","kind":"ReplicaSet","namespace":"guestbook","name":"web-000-5d9c","uid":"u2","parentRefs":[{"group":"apps","kind":"Deployment","namespace":"guestbook","name":"web-000","uid":"u1"}],"health":{"status":"Progressing","message":"Waiting for rollout to finish: 0 out of 1 new replicas are available..."}},` +
+	`{"version":"v1","kind":"Pod","namespace":"guestbook","name":"web-000-5d9c-x2x","uid":"u3","parentRefs":[{"group":"apps","kind":"ReplicaSet","namespace":"guestbook","name":"web-000-5d9c","uid":"u2"}],"images":["registry.example/fail:1"],"health":{"status":"Degraded","message":"Back-off pulling image \"registry.example/fail:1\""}}` +
+	`]}`
+
+// TestStatusSlices is the issue's scenario on real apiservers: 40 apps of 100 resources
+// each reach the hub complete, in bounded slices owned by the ManagedClusterAddOn; a
+// change of one app rewrites one slice; the tree from Argo CD's cache brings the
+// children's health; apps that go leave their slice, and empty slices go.
+func TestStatusSlices(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	const apps, resources = 40, 100
+	for i := range apps {
+		f.createApp(fmt.Sprintf("app-%02d", i), status{sync: "Synced", health: "Healthy", revision: "8f2c1e5d9a7b6c4d3e2f1a0b9c8d7e6f5a4b3c2d",
+			phase: "Succeeded", resources: resources}.object(), fromApplicationSet("argocd/fleet"))
+	}
+	f.g.Eventually(func(g gomega.Gomega) {
+		entries := f.entries(g)
+		g.Expect(entries).To(gomega.HaveLen(apps))
+		for name, e := range entries {
+			g.Expect(e.Resources).To(gomega.HaveLen(resources), name)
+			g.Expect(e.Truncated).To(gomega.BeNil(), name)
+		}
+	}).Should(gomega.Succeed())
+	f.settle()
+
+	addon := f.addon()
+	onHub := f.slicesOnHub()
+	total := 0
+	for _, s := range onHub {
+		bytes := 0
+		for _, e := range s.Apps {
+			bytes += clusterreport.EntrySize(e)
+		}
+		total += bytes
+		f.g.Expect(bytes).To(gomega.BeNumerically("<=", clusterreport.SliceTargetBytes), s.Name)
+		f.g.Expect(s.OwnerReferences).To(gomega.HaveLen(1))
+		f.g.Expect(s.OwnerReferences[0].UID).To(gomega.Equal(addon.UID))
+		f.g.Expect(s.OwnerReferences[0].Kind).To(gomega.Equal("ManagedClusterAddOn"))
+		f.g.Expect(s.FormatVersion).To(gomega.BeEquivalentTo(clusterreport.SliceFormatVersion))
+	}
+	t.Logf("%d apps of %d resources: %d slices, %d bytes of apps", apps, resources, len(onHub), total)
+	f.g.Expect(len(onHub)).To(gomega.BeNumerically(">", 1))
+	// The ManagedClusterAddOn keeps the summary for people.
+	f.g.Expect(f.condition(clusterreport.ConditionSummary)).NotTo(gomega.BeNil())
+	// No tree in the cache yet: said so on each app, nothing invented.
+	e := f.entries(f.g)["app-00"]
+	f.g.Expect(e.TreeSource).To(gomega.Equal(statusv1alpha1.TreeSourceNone))
+	f.g.Expect(e.TreeMessage).To(gomega.ContainSubstring("no resource tree"))
+
+	// One app changes: one slice is rewritten.
+	before := f.sliceWrites.Load()
+	f.setStatus("app-17", status{sync: "OutOfSync", health: "Healthy", revision: "9f2c1e5d9a7b6c4d3e2f1a0b9c8d7e6f5a4b3c2d", phase: "Succeeded", resources: resources}.object())
+	f.g.Eventually(func(g gomega.Gomega) {
+		g.Expect(f.entries(g)["app-17"].Sync.Status).To(gomega.Equal("OutOfSync"))
+	}).Should(gomega.Succeed())
+	f.settle()
+	f.g.Expect(f.sliceWrites.Load() - before).To(gomega.BeEquivalentTo(1))
+
+	// Argo CD writes a tree in which a Pod never becomes Ready: the hub gets the
+	// Deployment's health from it, and the children with their parents and images.
+	start := time.Now()
+	f.setTree("app-03", degradedTreeJSON)
+	f.g.Eventually(func(g gomega.Gomega) {
+		e := f.entries(g)["app-03"]
+		g.Expect(e.TreeSource).To(gomega.Equal(statusv1alpha1.TreeSourceArgoCDCache))
+		var deployment *statusv1alpha1.ResourceStatus
+		for i := range e.Resources {
+			if e.Resources[i].Name == "web-000" {
+				deployment = &e.Resources[i]
+			}
+		}
+		g.Expect(deployment).NotTo(gomega.BeNil())
+		// status.resources says Healthy (persisted health), so it is kept; the tree adds
+		// the images.
+		g.Expect(deployment.Images).To(gomega.Equal([]string{"registry.example/fail:1"}))
+		g.Expect(e.Nodes).To(gomega.HaveLen(2))
+		pod := e.Nodes[0]
+		g.Expect(pod.Kind).To(gomega.Equal("Pod"))
+		g.Expect(pod.Health).To(gomega.Equal(&statusv1alpha1.Health{Status: "Degraded", Message: `Back-off pulling image "registry.example/fail:1"`}))
+		g.Expect(pod.ParentRefs).To(gomega.Equal([]statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "guestbook", Name: "web-000-5d9c"}}))
+		g.Expect(e.Nodes[1].ParentRefs[0].Kind).To(gomega.Equal("Deployment"))
+	}).WithPolling(10 * time.Millisecond).Should(gomega.Succeed())
+	t.Logf("a tree written to Argo CD's cache was on the hub %v later", time.Since(start).Round(time.Millisecond))
+
+	// Argo CD 3 does not persist resource health: the tree's is shown.
+	f.setStatus("app-04", status{sync: "Synced", health: "Degraded", resources: 1}.object())
+	f.updateApp("app-04", func(u *unstructured.Unstructured) {
+		resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
+		delete(resources[0].(map[string]any), "health")
+		u.Object["status"].(map[string]any)["resources"] = resources
+	})
+	f.setTree("app-04", degradedTreeJSON)
+	f.g.Eventually(func(g gomega.Gomega) {
+		e := f.entries(g)["app-04"]
+		g.Expect(e.Resources).To(gomega.HaveLen(1))
+		g.Expect(e.Resources[0].Health).To(gomega.Equal(&statusv1alpha1.Health{Status: "Degraded", Message: `Deployment "web-000" exceeded its progress deadline`}))
+	}).Should(gomega.Succeed())
+
+	// An app goes: it leaves its slice. Every app goes: no slice is left.
+	f.deleteApp("app-05")
+	f.g.Eventually(func(g gomega.Gomega) {
+		entries := f.entries(g)
+		g.Expect(entries).To(gomega.HaveLen(apps - 1))
+		g.Expect(entries).NotTo(gomega.HaveKey("app-05"))
+	}).Should(gomega.Succeed())
+	for i := range apps {
+		f.deleteApp(fmt.Sprintf("app-%02d", i))
+	}
+	f.g.Eventually(f.slicesOnHub).Should(gomega.BeEmpty())
+	f.expectAvailableKept()
+}
+
+// TestStatusSlicesSelfHeal: a slice that someone else changes or deletes is written
+// back, and a restarted agent writes nothing when nothing changed.
+func TestStatusSlicesSelfHeal(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.createApp("web", status{sync: "Synced", health: "Healthy", resources: 3}.object())
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveKey("web")) }).Should(gomega.Succeed())
+	f.settle()
+	before := f.sliceWrites.Load()
+
+	f.stopAgent()
+	f.startAgent()
+	f.g.Consistently(f.sliceWrites.Load).WithTimeout(2 * time.Second).Should(gomega.Equal(before))
+
+	s := f.slicesOnHub()[0]
+	s.Apps[0].Sync.Status = "Forged"
+	f.g.Expect(f.hub.Update(f.ctx, &s)).To(gomega.Succeed())
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)["web"].Sync.Status).To(gomega.Equal("Synced")) }).Should(gomega.Succeed())
+
+	f.g.Expect(f.hub.Delete(f.ctx, &f.slicesOnHub()[0])).To(gomega.Succeed())
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveKey("web")) }).Should(gomega.Succeed())
+	f.g.Expect(strings.HasPrefix(f.slicesOnHub()[0].Name, testAddonName+"-")).To(gomega.BeTrue())
+}
