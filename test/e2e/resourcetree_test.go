@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
@@ -29,6 +30,7 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 	const (
 		app       = "resourcetree-guestbook"
 		namespace = "resourcetree"
+		placement = "resourcetree-placement"
 	)
 	var (
 		hubDyn dynamic.Interface
@@ -53,6 +55,16 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
 			}).Should(BeTrue(), "agent removed from %s", target.Name)
+		})
+
+		// The tenant gate: a Placement in the app's namespace selects the cluster.
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
+		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
 		})
 
 		By("logging in to the hub's argocd-server as the UI does: POST /api/v1/session as admin, with the password of argocd-initial-admin-secret")

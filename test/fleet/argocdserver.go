@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,6 +23,11 @@ func (f *Fleet) ArgoCDAdminPassword(ctx context.Context) (string, error) {
 	}
 	return string(secret.Data["password"]), nil
 }
+
+// argoCDHTTP bounds each call: on a cache miss, argocd-server asks for a refresh of the
+// app and waits until its refresh annotation is gone, which takes as long as the pull
+// model takes to deliver it.
+var argoCDHTTP = &http.Client{Timeout: 20 * time.Second}
 
 // ArgoCDClient calls the REST API of an argocd-server as its UI does: it logs in with
 // POST /api/v1/session and sends the token as the argocd.token cookie.
@@ -69,7 +75,7 @@ func (c *ArgoCDClient) do(ctx context.Context, method, path string, body []byte,
 	if c.token != "" {
 		req.AddCookie(&http.Cookie{Name: "argocd.token", Value: c.token})
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := argoCDHTTP.Do(req)
 	if err != nil {
 		return err
 	}
