@@ -184,13 +184,15 @@ type Node struct {
 	Health     *Health  `json:"health,omitempty"`
 }
 
-// Ref is Argo CD's ResourceRef, but its uid, which the addon does not carry.
+// Ref is Argo CD's ResourceRef.
 type Ref struct {
 	Group     string `json:"group,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Kind      string `json:"kind,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
+	// UID links a node to its children's ParentRefs in the argocd CLI's tree view.
+	UID string `json:"uid,omitempty"`
 }
 
 // Health is Argo CD's HealthStatus.

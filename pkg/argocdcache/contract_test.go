@@ -1,4 +1,4 @@
-package argocdcache
+package argocdcache_test
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -55,20 +56,20 @@ func TestArgoCDCacheContract(t *testing.T) {
 		what, source, pattern string
 	}{
 		// Keys.
-		{"the cache version", common, `CacheVersion\s*=\s*"` + q(CacheVersion) + `"`},
+		{"the cache version", common, `CacheVersion\s*=\s*"` + q(argocdcache.CacheVersion) + `"`},
 		{"the cache version suffix", cache, `return fmt.Sprintf\("%s\|%s", key, common.CacheVersion\)`},
-		{"the tree key", appstate, `key := "` + q(TreeKeyPrefix) + `" \+ appName`},
+		{"the tree key", appstate, `key := "` + q(argocdcache.TreeKeyPrefix) + `" \+ appName`},
 		{"the tree shard suffix", appstate, `key = fmt.Sprintf\("%s\|%d", key, shard\)`},
-		{"the managed resources key and notification channel", appstate, `return "` + q(ManagedResourcesKeyPrefix) + `" \+ appName`},
+		{"the managed resources key and notification channel", appstate, `return "` + q(argocdcache.ManagedResourcesKeyPrefix) + `" \+ appName`},
 		{"the notification after a tree write", appstate, `return c.Cache.NotifyUpdated\(appManagedResourcesKey\(appName\)\)`},
 		{"the notification is published on the full key", redisCache, `r.client.Publish\(context.TODO\(\), key, ""\)`},
 		{"the trees are keyed by instance name", controller, `ctrl.cache.SetAppResourcesTree\(a.InstanceName\(ctrl.namespace\), tree\)`},
 		{"the managed resources are keyed by instance name", controller, `ctrl.cache.SetAppManagedResources\(a.InstanceName\(ctrl.namespace\), `},
 		{"the instance name", types, `return app.Namespace \+ "_" \+ app.Name`},
 		// Values.
-		{"the gzip suffix", redisCache, `return key \+ "` + q(GzipSuffix) + `"`},
+		{"the gzip suffix", redisCache, `return key \+ "` + q(argocdcache.GzipSuffix) + `"`},
 		{"gzip by default", cache, `"REDIS_COMPRESSION", string\(RedisCompressionGZip\)`},
-		{"the compression names", redisCache, `RedisCompressionNone RedisCompressionType = "` + string(CompressionNone) + `"\s+RedisCompressionGZip RedisCompressionType = "` + string(CompressionGzip) + `"`},
+		{"the compression names", redisCache, `RedisCompressionNone RedisCompressionType = "` + string(argocdcache.CompressionNone) + `"\s+RedisCompressionGZip RedisCompressionType = "` + string(argocdcache.CompressionGzip) + `"`},
 		{"JSON with json.Encoder", redisCache, `encoder := json.NewEncoder\(w\)`},
 		{"gzip of the JSON", redisCache, `w = gzip.NewWriter\(buf\)`},
 		{"the encoded bytes go to go-redis/cache as they are", redisCache, `Value: val,`},
@@ -76,8 +77,8 @@ func TestArgoCDCacheContract(t *testing.T) {
 		{"the app state expiration", appstate, `"ARGOCD_APP_STATE_CACHE_EXPIRATION", 1\*time.Hour`},
 		{"the managed resources in FullName order", appstate, `return managedResources\[i\].FullName\(\) < managedResources\[j\].FullName\(\)`},
 		// The password.
-		{"the password Secret", common, `RedisInitialCredentials\s*=\s*"` + RedisSecret + `"`},
-		{"the password key", common, `RedisInitialCredentialsKey\s*=\s*"` + RedisPasswordKey + `"`},
+		{"the password Secret", common, `RedisInitialCredentials\s*=\s*"` + argocdcache.RedisSecret + `"`},
+		{"the password key", common, `RedisInitialCredentialsKey\s*=\s*"` + argocdcache.RedisPasswordKey + `"`},
 		// What argocd-server reads, and that the hub controller writes nothing for a
 		// pulled app (skip-reconcile).
 		{"argocd-server reads the tree", server, `s.cache.GetAppResourcesTree\(a.InstanceName\(s.ns\), &tree\)`},
@@ -102,7 +103,7 @@ func TestArgoCDCacheContract(t *testing.T) {
 			t.Errorf("Argo CD changed %s: the pinned source no longer matches %s", c.what, c.pattern)
 		}
 	}
-	for _, field := range []string{"group", "version", "kind", "namespace", "name"} {
+	for _, field := range []string{"group", "version", "kind", "namespace", "name", "uid"} {
 		if !strings.Contains(types, "`json:\""+field+",omitempty\" protobuf:") {
 			t.Errorf("Argo CD's ResourceRef has no JSON field %q any more", field)
 		}

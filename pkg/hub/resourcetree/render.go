@@ -11,6 +11,8 @@ package resourcetree
 
 import (
 	"cmp"
+	"crypto/sha1" //nolint:gosec // a name-based UUID, not a security use
+	"fmt"
 	"slices"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -43,20 +45,22 @@ func Render(e statusv1alpha1.AppStatus) (argocdcache.Tree, []argocdcache.Resourc
 			continue
 		}
 		seen[diff.FullName()] = true
-		tree.Nodes = append(tree.Nodes, argocdcache.Node{
-			Ref:    argocdcache.Ref{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name},
-			Images: r.Images, Health: health(r.Health),
-		})
+		ref := argocdcache.Ref{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		ref.UID = uidOf(ref)
+		tree.Nodes = append(tree.Nodes, argocdcache.Node{Ref: ref, Images: r.Images, Health: health(r.Health)})
 	}
 	for _, n := range e.Nodes {
 		ref := argocdcache.Ref{Group: n.Group, Version: n.Version, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name}
+		ref.UID = uidOf(ref)
 		if seen[fullName(ref)] {
 			continue
 		}
 		seen[fullName(ref)] = true
 		node := argocdcache.Node{Ref: ref, Images: n.Images, Health: health(n.Health)}
 		for _, p := range n.ParentRefs {
-			node.ParentRefs = append(node.ParentRefs, argocdcache.Ref{Group: p.Group, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name})
+			parent := argocdcache.Ref{Group: p.Group, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name}
+			parent.UID = uidOf(parent)
+			node.ParentRefs = append(node.ParentRefs, parent)
 		}
 		tree.Nodes = append(tree.Nodes, node)
 	}
@@ -65,6 +69,16 @@ func Render(e statusv1alpha1.AppStatus) (argocdcache.Tree, []argocdcache.Resourc
 	})
 	slices.SortStableFunc(managed, func(a, b argocdcache.ResourceDiff) int { return cmp.Compare(a.FullName(), b.FullName()) })
 	return tree, managed
+}
+
+// uidOf is a stable stand-in for a resource's UID, which the slices do not carry: a
+// name-based UUID (RFC 9562 version 5) of group/kind/namespace/name. The argocd CLI's
+// tree view links children to parents by UID; the UI by group, kind, namespace and name.
+func uidOf(r argocdcache.Ref) string {
+	sum := sha1.Sum([]byte("argocd-pull.open-cluster-management.io/" + fullName(r))) //nolint:gosec // an identifier, not a security use
+	sum[6] = sum[6]&0x0f | 0x50
+	sum[8] = sum[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
 }
 
 func fullName(r argocdcache.Ref) string {

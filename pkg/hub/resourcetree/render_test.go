@@ -60,13 +60,30 @@ func TestRender(t *testing.T) {
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			tree, managed := Render(tt.entry)
+			// Each node has a UID, and a child's parent ref has its parent's.
+			uids := map[string]string{}
+			for _, n := range tree.Nodes {
+				if n.UID == "" || uids[fullName(n.Ref)] != "" {
+					t.Errorf("node %s: UID %q", fullName(n.Ref), n.UID)
+				}
+				uids[fullName(n.Ref)] = n.UID
+			}
+			for i, n := range tree.Nodes {
+				for j, p := range n.ParentRefs {
+					if want := uids[fullName(p)]; want != "" && p.UID != want {
+						t.Errorf("%s: parent %s has UID %q, the node %q", fullName(n.Ref), fullName(p), p.UID, want)
+					}
+					tree.Nodes[i].ParentRefs[j].UID = ""
+				}
+				tree.Nodes[i].UID = ""
+			}
 			if !reflect.DeepEqual(tree.Nodes, tt.wantNodes) {
 				t.Errorf("nodes:\n got %+v\nwant %+v", tree.Nodes, tt.wantNodes)
 			}
 			if !reflect.DeepEqual(managed, tt.wantManaged) {
 				t.Errorf("managed:\n got %+v\nwant %+v", managed, tt.wantManaged)
 			}
-			a, err := encodeEntries(tree, managed)
+			a, err := encodeEntries(Render(tt.entry))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -187,7 +187,7 @@ func printAccess(f *fleet.Fleet, bin string) {
 		fmt.Printf("Hub argocd-server: http://%s (also in %s), user admin, password:\n", f.ArgoCDServer, filepath.Join(f.Dir, fleet.ArgoCDServerFile))
 		fmt.Printf("  kubectl --kubeconfig %s -n argocd get secret argocd-initial-admin-secret -o jsonpath='{.data.password}' | base64 -d\n", f.Hub.Kubeconfig)
 		argocd := filepath.Join(bin, "argocd")
-		fmt.Printf("  CLI: %s login %s --plaintext --username admin --password <password>; %s app resources <app> --output tree\n",
+		fmt.Printf("  CLI: %s login %s --plaintext --username admin --password <password>; %s app get <app> --output tree\n",
 			argocd, f.ArgoCDServer, argocd)
 		fmt.Println("  (this build of Argo CD from its Go module embeds no web UI assets: the API and the CLI answer, the browser gets an empty page)")
 	}
