@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -247,7 +248,7 @@ func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *Con
 		}
 	}
 	if len(objs) != len(argoCDServerObjects) {
-		return nil, "", fmt.Errorf("Argo CD's install.yaml has %d of argocd-server's %d identity objects", len(objs), len(argoCDServerObjects))
+		return nil, "", fmt.Errorf("install.yaml of Argo CD has %d of argocd-server's %d identity objects", len(objs), len(argoCDServerObjects))
 	}
 	if err := applier.Apply(ctx, ArgoCDNamespace, objs...); err != nil {
 		return nil, "", err
@@ -321,7 +322,7 @@ func waitForHTTP(ctx context.Context, url string, timeout time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no answer at %s: %w (last: %v)", url, ctx.Err(), err)
+			return fmt.Errorf("no answer at %s: %w", url, errors.Join(ctx.Err(), err))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

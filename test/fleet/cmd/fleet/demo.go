@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -187,7 +188,7 @@ func showTree(ctx context.Context, f *fleet.Fleet, app string) error {
 		tree, last = argocd.ResourceTree(ctx, app)
 		return last == nil && slices.ContainsFunc(tree.Nodes, func(n argocdcache.Node) bool { return n.Kind == "Pod" }), nil
 	}); err != nil {
-		return fmt.Errorf("the hub's argocd-server shows no Pod of %s (last error: %v): %w", app, last, err)
+		return fmt.Errorf("the hub's argocd-server shows no Pod of %s: %w", app, errors.Join(err, last))
 	}
 	fmt.Printf("   %-12s %-40s %-12s %s\n", "KIND", "NAMESPACE/NAME", "HEALTH", "PARENT")
 	for _, n := range tree.Nodes {
