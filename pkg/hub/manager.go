@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appsetreport"
@@ -30,6 +31,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -113,7 +115,16 @@ type Options struct {
 	AgentWatchNamespaces []string
 	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
 	GracefulShutdown time.Duration
+	// ArgoCDRedis is how the manager writes the pulled apps' resource trees into the hub
+	// Argo CD's cache, for its UI and API (pkg/hub/resourcetree). An empty Addr means
+	// argocd-redis.<ArgoCDNamespace>.svc:6379, a stock install's; ResourceTreesDisabled
+	// turns the writes off.
+	ArgoCDRedis resourcetree.RedisOptions
 }
+
+// ResourceTreesDisabled as Options.ArgoCDRedis.Addr: the manager does not write the
+// pulled apps' resource trees into the hub Argo CD's cache.
+const ResourceTreesDisabled = "none"
 
 // metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
 // certificate, behind authentication and authorization by the hub apiserver.
@@ -171,6 +182,10 @@ func DefaultOptions() Options {
 		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
 		AgentWatchNamespaces: []string{"argocd"},
 		GracefulShutdown:     30 * time.Second,
+		ArgoCDRedis: resourcetree.RedisOptions{
+			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
+		},
 	}
 }
 
@@ -209,6 +224,14 @@ func (o Options) Validate() error {
 	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	}
+	if o.ArgoCDRedis.Addr != ResourceTreesDisabled {
+		if _, err := argocdcache.ParseCompression(string(o.ArgoCDRedis.Compression)); err != nil {
+			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
+		}
+		if o.ArgoCDRedis.Expiration < 2*time.Second {
+			errs = append(errs, fmt.Errorf("the hub Argo CD's cache expiration is %v; it must be at least 2s", o.ArgoCDRedis.Expiration))
+		}
 	}
 	if o.LeaderElect {
 		// client-go's leader election needs LeaseDuration > RenewDeadline > 1.2 RetryPeriod.
@@ -249,6 +272,22 @@ func (o Options) AppStatusOptions() appstatus.Options {
 		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
 		ProgressingHold: o.ProgressingHold,
 	}
+}
+
+// ResourceTreeOptions are the options of the resource tree controller; ok is false when
+// it is disabled.
+func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
+	redis := o.ArgoCDRedis
+	if redis.Addr == ResourceTreesDisabled {
+		return resourcetree.Options{}, false
+	}
+	if redis.Addr == "" {
+		redis.Addr = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	}
+	return resourcetree.Options{
+		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
+		Concurrency: o.Concurrency, Redis: redis,
+	}, true
 }
 
 // Run runs the hub addon-manager until ctx ends.
@@ -346,7 +385,8 @@ func cacheSynced(informers cache.Informers) healthz.Checker {
 // manager's cache (hubcache.NewClient), and one decoder of the agents' reports, which
 // reads their status slices first (statusslices.Reader, through c).
 func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
-	decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
+	slices := statusslices.NewReader(c, opts.AddonName)
+	decoder := observed.NewDecoder().WithSlices(slices)
 	if err := propagation.Setup(mgr, c, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
@@ -361,6 +401,11 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	}
 	if err := appstatus.Setup(mgr, c, decoder, opts.AppStatusOptions()); err != nil {
 		return fmt.Errorf("set up the Application status mirror: %w", err)
+	}
+	if treeOpts, ok := opts.ResourceTreeOptions(); ok {
+		if err := resourcetree.Setup(mgr, c, slices, treeOpts); err != nil {
+			return fmt.Errorf("set up the resource trees: %w", err)
+		}
 	}
 	return nil
 }

@@ -21,8 +21,8 @@ import (
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	spokepkg "github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -63,7 +63,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 		if err != nil {
 			return err
 		}
-		if err := redis.Set(fmt.Sprintf("app|resources-tree|app-%04d|%s.gz", i, spokepkg.ArgoCDCacheVersion), tree); err != nil {
+		if err := redis.Set(fmt.Sprintf("app|resources-tree|app-%04d|%s.gz", i, argocdcache.CacheVersion), tree); err != nil {
 			return err
 		}
 	}

@@ -46,6 +46,7 @@ type Reader struct {
 }
 
 type decodedSlice struct {
+	name            string
 	resourceVersion string
 	apps            []clusterreport.App
 	err             error
@@ -61,12 +62,25 @@ func NewReader(c client.Reader, addonName string) *Reader {
 // that points back to the hub Application hub; nil when no slice holds it, or the slices
 // cannot be read (the agent's report on the ManagedClusterAddOn is then used).
 func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clusterreport.App {
+	app, _ := r.FindWithSlice(cluster, workName, hub)
+	return app
+}
+
+// SliceVersion names one version of a slice.
+type SliceVersion struct {
+	Name, ResourceVersion string
+}
+
+// FindWithSlice is Find, and also returns the slice that holds the app, as the cache
+// holds it.
+func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, SliceVersion) {
 	list := &statusv1alpha1.ApplicationStatusSliceList{}
 	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
 		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
+		return nil, SliceVersion{}
 	}
 	var found *clusterreport.App
+	var foundIn SliceVersion
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	previous := r.decoded[cluster]
@@ -84,18 +98,18 @@ func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clust
 				// An app in two slices (an agent that stopped between two writes): the one
 				// observed last.
 				if found == nil || app.ObservedAt.After(found.ObservedAt) {
-					found = &app
+					found, foundIn = &app, SliceVersion{Name: d.name, ResourceVersion: d.resourceVersion}
 				}
 			}
 		}
 	}
-	return found
+	return found, foundIn
 }
 
 // decode decodes a slice; it has no apps when it does not decode.
 func decode(s *statusv1alpha1.ApplicationStatusSlice) decodedSlice {
 	entries, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*s})
-	d := decodedSlice{resourceVersion: s.ResourceVersion, err: err}
+	d := decodedSlice{name: s.Name, resourceVersion: s.ResourceVersion, err: err}
 	for _, e := range entries {
 		d.apps = append(d.apps, AppOf(e))
 	}
