@@ -46,11 +46,9 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
-	g := gomega.NewWithT(t)
-	g.SetDefaultEventuallyTimeout(20 * time.Second)
-	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	g := testenv.NewGomega(t)
 	for _, ns := range []string{"argocd", "cluster1"} {
-		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
 	}
 
 	redis := miniredis.RunT(t)
