@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/uninstall"
 )
@@ -52,11 +53,33 @@ func main() {
 	flag.StringVar(&agentWatchNamespaces, "agent-watch-namespaces", strings.Join(opts.AgentWatchNamespaces, ","),
 		"comma-separated namespaces of the managed clusters' Argo CD Applications")
 	flag.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "parallel reconciles of each controller")
+	var qps float64
+	flag.Float64Var(&qps, "kube-api-qps", float64(opts.KubeAPIQPS), "requests per second of each of the manager's clients to the hub apiserver; negative: no client-side limit")
+	flag.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "burst of requests of each of the manager's clients to the hub apiserver")
 	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "shortest time between two writes of one MulticlusterApplicationSetReport; changes in between go into the next write")
+	flag.Int64Var(&opts.ReportBudgetBytes, "report-budget-bytes", opts.ReportBudgetBytes,
+		"the most bytes one MulticlusterApplicationSetReport may take as JSON, metadata included; a report over it loses detail (its counts stay exact) and says so in statuses.summary.truncated")
+	var compression string
+	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr,
+		`host:port of the hub Argo CD's Redis, where the manager writes the pulled apps' resource trees for Argo CD's UI and API; empty means argocd-redis.<argocd-namespace>.svc:6379, "`+hub.ResourceTreesDisabled+`" writes none`)
+	flag.StringVar(&opts.ArgoCDRedis.PasswordSecret, "argocd-redis-password-secret", opts.ArgoCDRedis.PasswordSecret,
+		"Secret in the Argo CD namespace that holds the Redis password (none when empty or absent)")
+	flag.StringVar(&opts.ArgoCDRedis.PasswordKey, "argocd-redis-password-key", opts.ArgoCDRedis.PasswordKey, "key of the Redis password in its Secret")
+	flag.BoolVar(&opts.ArgoCDRedis.TLS, "argocd-redis-use-tls", opts.ArgoCDRedis.TLS, "connect to the hub Argo CD's Redis over TLS")
+	flag.StringVar(&opts.ArgoCDRedis.TLSCAFile, "argocd-redis-ca-certificate", opts.ArgoCDRedis.TLSCAFile,
+		"CA bundle that signs the Redis certificate; empty means the system's")
+	flag.BoolVar(&opts.ArgoCDRedis.TLSInsecureSkipVerify, "argocd-redis-insecure-skip-tls-verify", opts.ArgoCDRedis.TLSInsecureSkipVerify,
+		"do not verify the Redis certificate")
+	flag.StringVar(&compression, "argocd-redis-compress", string(opts.ArgoCDRedis.Compression),
+		"compression of the hub Argo CD's cache: gzip or none, as its --redis-compress")
+	flag.DurationVar(&opts.ArgoCDRedis.Expiration, "argocd-app-state-cache-expiration", opts.ArgoCDRedis.Expiration,
+		"how long a resource tree lives in the hub Argo CD's cache unless written again (written again after half of it)")
 	flag.DurationVar(&opts.GracefulShutdown, "graceful-shutdown-timeout", opts.GracefulShutdown, "how long controllers get to finish on shutdown")
 	klog.InitFlags(nil) // -v and the other klog flags
 	flag.Parse()
 
+	opts.KubeAPIQPS = float32(qps)
+	opts.ArgoCDRedis.Compression = argocdcache.Compression(compression)
 	if watchNamespaces != "" {
 		opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
 	}

@@ -68,7 +68,7 @@ func TestNoControllerPackageImportsAnother(t *testing.T) {
 	}
 	slices.Sort(controllers)
 	// The check means something only if it finds the controllers.
-	for _, want := range []string{"pkg/hub/appsetreport", "pkg/hub/appstatus", "pkg/hub/clustersecret", "pkg/hub/propagation"} {
+	for _, want := range []string{"pkg/hub/appsetreport", "pkg/hub/appstatus", "pkg/hub/clustersecret", "pkg/hub/propagation", "pkg/hub/resourcetree"} {
 		if !slices.Contains(controllers, want) {
 			t.Errorf("%s registers no controller, by this test's reading; controllers found: %v", want, controllers)
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,11 +16,13 @@ import (
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appsetreport"
@@ -28,6 +31,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -78,11 +82,24 @@ type Options struct {
 	TakeOverForeignWorks bool
 	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster (pkg/hub/clustersecret).
 	ClusterSecrets bool
-	// Concurrency is the number of parallel reconciles of each controller.
+	// Concurrency is the number of parallel reconciles of each controller. A reconcile
+	// mostly waits for the apiserver, so this bounds how many Applications propagate at
+	// once, not the CPU the manager uses.
 	Concurrency int
+	// KubeAPIQPS and KubeAPIBurst limit, on the client side, the requests per second of
+	// each of the manager's clients to the hub apiserver, and their burst. A negative
+	// KubeAPIQPS sets no limit: the apiserver's priority and fairness alone throttles.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// ReportWriteInterval is the shortest time between two writes of one
 	// MulticlusterApplicationSetReport (see appsetreport.Options.WriteInterval).
 	ReportWriteInterval time.Duration
+	// ReportBudgetBytes bounds each MulticlusterApplicationSetReport, as JSON with its
+	// metadata; a report over it is cut, its counts exact (see
+	// appsetreport.Options.BudgetBytes). The default, 1 MiB, stays a third below etcd's
+	// default limit of 1.5 MiB per object, for what other writers may add (labels,
+	// annotations, their managedFields).
+	ReportBudgetBytes int64
 	// ProgressingHold is how long the status mirror keeps a Progressing written before
 	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
 	ProgressingHold time.Duration
@@ -98,7 +115,16 @@ type Options struct {
 	AgentWatchNamespaces []string
 	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
 	GracefulShutdown time.Duration
+	// ArgoCDRedis is how the manager writes the pulled apps' resource trees into the hub
+	// Argo CD's cache, for its UI and API (pkg/hub/resourcetree). An empty Addr means
+	// argocd-redis.<ArgoCDNamespace>.svc:6379, a stock install's; ResourceTreesDisabled
+	// turns the writes off.
+	ArgoCDRedis resourcetree.RedisOptions
 }
+
+// ResourceTreesDisabled as Options.ArgoCDRedis.Addr: the manager does not write the
+// pulled apps' resource trees into the hub Argo CD's cache.
+const ResourceTreesDisabled = "none"
 
 // metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
 // certificate, behind authentication and authorization by the hub apiserver.
@@ -114,6 +140,18 @@ func metricsOptions(opts Options) metricsserver.Options {
 // DefaultAgentImage is the agent's image unless a flag or a registry override says
 // otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
 const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
+
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the client-side limit of each of the
+// manager's clients: by default none (a negative QPS), as controller-runtime's own
+// default, and the hub apiserver's priority and fairness throttles. client-go's default
+// (5 per second, burst 10) would hold propagation to a few Applications a second, and
+// even 1000 per second (burst 2000) throttled the manager's first pass over 1,000
+// clusters in the benchmark; an operator who wants a ceiling sets one
+// (docs/operations.md), and the burst then applies.
+const (
+	DefaultKubeAPIQPS   = -1
+	DefaultKubeAPIBurst = 2000
+)
 
 // DefaultOptions returns the defaults: the only defaults of the hub's options; the
 // controllers' options are all required.
@@ -134,13 +172,20 @@ func DefaultOptions() Options {
 		HubClusterName:       "local-cluster",
 		OptOutGracePeriod:    time.Hour,
 		ClusterSecrets:       true,
-		Concurrency:          4,
+		Concurrency:          16,
+		KubeAPIQPS:           DefaultKubeAPIQPS,
+		KubeAPIBurst:         DefaultKubeAPIBurst,
 		ReportWriteInterval:  time.Second,
+		ReportBudgetBytes:    1 << 20,
 		ProgressingHold:      time.Second,
 		AgentImage:           DefaultAgentImage,
 		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
 		AgentWatchNamespaces: []string{"argocd"},
 		GracefulShutdown:     30 * time.Second,
+		ArgoCDRedis: resourcetree.RedisOptions{
+			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
+		},
 	}
 }
 
@@ -170,8 +215,23 @@ func (o Options) Validate() error {
 	if o.HubClusterName == "" {
 		errs = append(errs, errors.New("the hub cluster name is empty"))
 	}
+	if o.ReportBudgetBytes < appsetreport.MinBudgetBytes {
+		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.ReportBudgetBytes, appsetreport.MinBudgetBytes))
+	}
+	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",
+			o.KubeAPIQPS, o.KubeAPIBurst))
+	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	}
+	if o.ArgoCDRedis.Addr != ResourceTreesDisabled {
+		if _, err := argocdcache.ParseCompression(string(o.ArgoCDRedis.Compression)); err != nil {
+			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
+		}
+		if o.ArgoCDRedis.Expiration < 2*time.Second {
+			errs = append(errs, fmt.Errorf("the hub Argo CD's cache expiration is %v; it must be at least 2s", o.ArgoCDRedis.Expiration))
+		}
 	}
 	if o.LeaderElect {
 		// client-go's leader election needs LeaseDuration > RenewDeadline > 1.2 RetryPeriod.
@@ -202,7 +262,7 @@ func (o Options) PropagationOptions() propagation.Options {
 func (o Options) AppSetReportOptions() appsetreport.Options {
 	return appsetreport.Options{
 		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
-		WriteInterval: o.ReportWriteInterval,
+		WriteInterval: o.ReportWriteInterval, BudgetBytes: o.ReportBudgetBytes,
 	}
 }
 
@@ -214,6 +274,22 @@ func (o Options) AppStatusOptions() appstatus.Options {
 	}
 }
 
+// ResourceTreeOptions are the options of the resource tree controller; ok is false when
+// it is disabled.
+func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
+	redis := o.ArgoCDRedis
+	if redis.Addr == ResourceTreesDisabled {
+		return resourcetree.Options{}, false
+	}
+	if redis.Addr == "" {
+		redis.Addr = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	}
+	return resourcetree.Options{
+		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
+		Concurrency: o.Concurrency, Redis: redis,
+	}, true
+}
+
 // Run runs the hub addon-manager until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.Validate(); err != nil {
@@ -223,6 +299,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	gracefulShutdown := opts.GracefulShutdown
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -246,6 +324,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
 		return err
 	}
 	c, err := hubcache.NewClient(mgr)
@@ -286,12 +367,26 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	return mgr.Start(ctx)
 }
 
+// cacheSynced is ready once every informer of the manager's cache has synced: a manager
+// that has just started (or been elected) reads a complete cache before it is ready.
+func cacheSynced(informers cache.Informers) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !informers.WaitForCacheSync(ctx) {
+			return errors.New("the informers have not synced yet")
+		}
+		return nil
+	}
+}
+
 // SetupControllers registers every hub controller with mgr, whose scheme and cache come
 // from hubcache, and hands each what they share: c, the client that reads through the
 // manager's cache (hubcache.NewClient), and one decoder of the agents' reports, which
 // reads their status slices first (statusslices.Reader, through c).
 func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
-	decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
+	slices := statusslices.NewReader(c, opts.AddonName)
+	decoder := observed.NewDecoder().WithSlices(slices)
 	if err := propagation.Setup(mgr, c, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
@@ -306,6 +401,11 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	}
 	if err := appstatus.Setup(mgr, c, decoder, opts.AppStatusOptions()); err != nil {
 		return fmt.Errorf("set up the Application status mirror: %w", err)
+	}
+	if treeOpts, ok := opts.ResourceTreeOptions(); ok {
+		if err := resourcetree.Setup(mgr, c, slices, treeOpts); err != nil {
+			return fmt.Errorf("set up the resource trees: %w", err)
+		}
 	}
 	return nil
 }

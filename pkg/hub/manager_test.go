@@ -43,3 +43,16 @@ func TestAgentImagePullPolicyOption(t *testing.T) {
 		}
 	}
 }
+
+func TestReportBudgetOption(t *testing.T) {
+	if got := DefaultOptions().AppSetReportOptions().BudgetBytes; got != 1<<20 {
+		t.Errorf("the default report budget is %d bytes, want 1 MiB", got)
+	}
+	for budget, valid := range map[int64]bool{1 << 20: true, 64 << 10: true, 64<<10 - 1: false, 0: false, -1: false} {
+		opts := DefaultOptions()
+		opts.ReportBudgetBytes = budget
+		if err := opts.Validate(); (err == nil) != valid {
+			t.Errorf("report budget %d: Validate() = %v, want valid %v", budget, err, valid)
+		}
+	}
+}

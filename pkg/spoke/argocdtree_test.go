@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
-	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
 // argoCDTreeJSON is an ApplicationTree as Argo CD 3.2's application-controller writes it:
@@ -47,7 +43,7 @@ func TestReadTree(t *testing.T) {
 	redis := miniredis.RunT(t)
 	redis.RequireAuth("s3cret")
 	secrets := fake.NewClientset(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: ArgoCDRedisSecret, Namespace: "argocd"},
+		ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data:       map[string][]byte{"auth": []byte("s3cret")},
 	}).CoreV1().Secrets("argocd")
 	r := newTreeReader(redis.Addr(), "argocd", secrets, logr.Discard())
@@ -128,71 +124,6 @@ func TestWatchTrees(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no notification for %s", want)
-		}
-	}
-}
-
-// TestArgoCDCacheContract checks what the agent reads of Argo CD's cache against the
-// source of the Argo CD the fleet runs (hack/tools/argocd pins it). An upgrade of Argo
-// CD that changes a key, the cache version, the default compression, the password
-// Secret or the JSON of the tree fails here, naming what changed: the agent's constants
-// (argocdtree.go) and docs/design.md, section 8a.2, must then follow.
-func TestArgoCDCacheContract(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	modules, err := fleet.ResolveModuleDirs(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func(rel string) string {
-		t.Helper()
-		data, err := os.ReadFile(filepath.Join(modules.ArgoCD, rel))
-		if err != nil {
-			t.Fatalf("the pinned Argo CD source has no %s: %v", rel, err)
-		}
-		return string(data)
-	}
-	common := read("common/common.go")
-	appstate := read("util/cache/appstate/cache.go")
-	cache := read("util/cache/cache.go")
-	redisCache := read("util/cache/redis.go")
-	types := read("pkg/apis/application/v1alpha1/types.go")
-	controller := read("controller/appcontroller.go")
-
-	for _, c := range []struct {
-		what, source, pattern string
-	}{
-		{"the cache version", common, `CacheVersion\s*=\s*"` + regexp.QuoteMeta(ArgoCDCacheVersion) + `"`},
-		{"the tree key", appstate, `key := "` + regexp.QuoteMeta(argoCDTreeKeyPrefix) + `" \+ appName`},
-		{"the tree shard suffix", appstate, `key = fmt.Sprintf\("%s\|%d", key, shard\)`},
-		{"the notification channel", appstate, `return "` + regexp.QuoteMeta(argoCDTreeNotificationPrefix) + `" \+ appName`},
-		{"the notification after a tree write", appstate, `return c.Cache.NotifyUpdated\(appManagedResourcesKey\(appName\)\)`},
-		{"the cache version suffix", cache, `return fmt.Sprintf\("%s\|%s", key, common.CacheVersion\)`},
-		{"the gzip suffix", redisCache, `return key \+ "` + regexp.QuoteMeta(argoCDGzipSuffix) + `"`},
-		{"gzip by default", cache, `"REDIS_COMPRESSION", string\(RedisCompressionGZip\)`},
-		{"the notification is published on the full key", redisCache, `r.client.Publish\(context.TODO\(\), key, ""\)`},
-		{"the password Secret", common, `RedisInitialCredentials\s*=\s*"` + ArgoCDRedisSecret + `"`},
-		{"the password key", common, `RedisInitialCredentialsKey\s*=\s*"` + argoCDRedisPasswordKey + `"`},
-		{"the trees are keyed by instance name", controller, `ctrl.cache.SetAppResourcesTree\(a.InstanceName\(ctrl.namespace\), tree\)`},
-		{"the instance name", types, `return app.Namespace \+ "_" \+ app.Name`},
-		{"tree nodes", types, "Nodes \\[\\]ResourceNode `json:\"nodes,omitempty\""},
-		{"tree shards", types, "ShardsCount int64 `json:\"shardsCount,omitempty\""},
-		{"node identity", types, "ResourceRef `json:\",inline\""},
-		{"node parents", types, "ParentRefs \\[\\]ResourceRef `json:\"parentRefs,omitempty\""},
-		{"node images", types, "Images \\[\\]string `json:\"images,omitempty\""},
-		{"node health", types, "Health \\*HealthStatus `json:\"health,omitempty\""},
-		{"health status", types, "Status health.HealthStatusCode `json:\"status,omitempty\""},
-		{"health message", types, "Message string `json:\"message,omitempty\" protobuf:\"bytes,2,opt,name=message\"`"},
-	} {
-		if !regexp.MustCompile(c.pattern).MatchString(c.source) {
-			t.Errorf("Argo CD changed %s: the pinned source no longer matches %s", c.what, c.pattern)
-		}
-	}
-	for _, field := range []string{"group", "version", "kind", "namespace", "name"} {
-		if !strings.Contains(types, "`json:\""+field+",omitempty\" protobuf:") {
-			t.Errorf("Argo CD's ResourceRef has no JSON field %q any more", field)
 		}
 	}
 }

@@ -201,11 +201,6 @@ func (r *eventRecorder) write(ctx context.Context, e *corev1.Event) {
 	}
 }
 
-// secretGetter reads a Secret: Argo CD's Redis password.
-type secretGetter interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
-}
-
 // dynamicSecrets reads the Secrets of one namespace.
 type dynamicSecrets struct {
 	r dynamic.ResourceInterface

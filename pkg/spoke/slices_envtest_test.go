@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -40,9 +41,9 @@ func (f *fixture) entries(g gomega.Gomega) map[string]statusv1alpha1.AppStatus {
 // publishes its notification.
 func (f *fixture) setTree(app, treeJSON string) {
 	f.t.Helper()
-	instance := instanceName(f.opts.ArgoCDNamespace, f.appNS, app)
-	f.g.Expect(f.redis.Set(treeKey(instance, 0)+argoCDGzipSuffix, gzipped(f.t, treeJSON))).To(gomega.Succeed())
-	f.redis.Publish(argoCDTreeNotificationPrefix+instance+"|"+ArgoCDCacheVersion, "")
+	instance := argocdcache.InstanceName(f.opts.ArgoCDNamespace, f.appNS, app)
+	f.g.Expect(f.redis.Set(argocdcache.StoredKey(argocdcache.TreeKey(instance, 0), argocdcache.CompressionGzip), gzipped(f.t, treeJSON))).To(gomega.Succeed())
+	f.redis.Publish(argocdcache.ManagedResourcesKey(instance), "")
 }
 
 // degradedTreeJSON is the tree of a Deployment web-000 whose Pod never becomes Ready.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,19 +176,9 @@ func (s *statusSlices) snapshot() []*hubSlice {
 		out = append(out, slice)
 	}
 	slices.SortFunc(out, func(a, b *hubSlice) int {
-		return compareNames(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	return out
-}
-
-func compareNames(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // sliceWrites counts what a publish of the slices did.

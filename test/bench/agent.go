@@ -22,9 +22,9 @@ import (
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
-	spokepkg "github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -65,7 +65,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 		if err != nil {
 			return err
 		}
-		if err := redis.Set(fmt.Sprintf("app|resources-tree|app-%04d|%s.gz", i, spokepkg.ArgoCDCacheVersion), tree); err != nil {
+		if err := redis.Set(fmt.Sprintf("app|resources-tree|app-%04d|%s.gz", i, argocdcache.CacheVersion), tree); err != nil {
 			return err
 		}
 	}

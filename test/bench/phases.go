@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -28,23 +29,32 @@ import (
 // clusters' status.
 func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager,
 	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
+	reader := standIns.Reader()
+	informers, ok := reader.(crcache.Informers)
+	if !ok {
+		return fmt.Errorf("the stand-ins' reader %T is no cache", reader)
+	}
+	latencies, err := watchWorkLatencies(ctx, informers)
+	if err != nil {
+		return err
+	}
 	before, err := hub.RequestCounts(ctx)
 	if err != nil {
 		return err
 	}
+	ownBefore := hub.Own.Counts()
 	cpuBefore, err := sim.ProcessCPU()
 	if err != nil {
 		return err
 	}
 	step("P1: creating %d Applications", len(appSets)*len(clusters))
 	start := time.Now()
-	keys, err := hub.CreateApplications(ctx, appSets, clusters, parallelWrites)
+	keys, err := hub.CreateApplicationsTimed(ctx, appSets, clusters, parallelWrites, latencies.Created)
 	if err != nil {
 		return err
 	}
 	r.Apps, r.AppsCreated = len(keys), time.Since(start)
 	step("P1: created in %s; waiting for every work", since(start))
-	reader := standIns.Reader()
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
 		n, err := sim.CountPulledWorks(ctx, reader)
 		if err != nil || n < len(keys) {
@@ -60,13 +70,26 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err != nil {
 		return fmt.Errorf("P1: works not correct after %s: %v: %w", since(start), r.Works, err)
 	}
-	step("P1: every work correct after %s (%.0f apps/s); CPU used: %v", since(start), float64(r.Apps)/r.Propagation.Seconds(), r.PropagationCPU)
+	r.WorkLatencies = latencies.Latencies()
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.LoadAverage = strings.Join(strings.Fields(string(load))[:3], ", ")
+	}
+	if after, err := hub.RequestCounts(ctx); err == nil {
+		// The manager's requests: the apiserver's counts less the bench's own.
+		r.PropagationRequests = after.Since(before).Minus(hub.Own.Counts().Since(ownBefore))
+	}
+	step("P1: every work correct after %s (%.0f apps/s); create -> work p50 %s p99 %s; CPU used: %v; the manager's requests: %v",
+		since(start), float64(r.Apps)/r.Propagation.Seconds(), percentile(r.WorkLatencies, 50), percentile(r.WorkLatencies, 99),
+		r.PropagationCPU, r.PropagationRequests)
 
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
 		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets), r.Scale.ResourcesPerApp)
 		return settled == "", err
 	})
 	r.StatusSettled = time.Since(start)
+	if cpu, cpuErr := sim.ProcessCPU(); cpuErr == nil {
+		r.SettledCPU = cpu.Since(cpuBefore)
+	}
 	if err != nil {
 		return fmt.Errorf("P1: hub status not settled after %s: %w", since(start), err)
 	}
@@ -268,3 +291,90 @@ func saveHeapProfile(ctx context.Context, addr, path string) error {
 	}
 	return os.WriteFile(path, data, 0o644)
 }
+
+// restartWindow is how long after a restart the manager's writes are counted, and the
+// time it has to be ready and caught up.
+const restartWindow = 30 * time.Second
+
+// measureRestart stops the manager with every Application settled, as a rolling update
+// or a node drain does (SIGTERM: it releases its lease), starts it again, and measures
+// the time until it is ready (its /readyz, which waits for its informers), until it has
+// caught up (every queue empty, and each Application reconciled by propagation and the
+// status mirror), and the writes in the restartWindow after its start. It returns the
+// new manager.
+func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, binary, kubeconfig string,
+	step func(string, ...any)) (*sim.Manager, error) {
+	step("restart: stopping the manager with %d settled Applications", r.Apps)
+	manager.Stop(30 * time.Second)
+	before, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ownBefore := hub.Own.Counts()
+	start := time.Now()
+	restarted, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, managerArgs...)
+	if err != nil {
+		return nil, err
+	}
+	r.RestartReady = time.Since(start)
+	err = waitFor(ctx, 5*time.Minute, func() (bool, error) {
+		data, err := httpGet(ctx, "http://"+restarted.MetricsAddr+"/metrics")
+		if err != nil {
+			return false, err
+		}
+		return caughtUp(string(data), r.Apps), nil
+	})
+	r.RestartCaughtUp = time.Since(start)
+	if err != nil {
+		return restarted, fmt.Errorf("restart: not caught up after %s: %w", since(start), err)
+	}
+	select {
+	case <-ctx.Done():
+		return restarted, ctx.Err()
+	case <-time.After(time.Until(start.Add(restartWindow))):
+	}
+	after, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return restarted, err
+	}
+	r.RestartWrites = after.WritesSince(before).Minus(hub.Own.Counts().Since(ownBefore)).Without(isLease)
+	step("restart: ready after %s, caught up after %s; writes in the %s after the start: %v",
+		r.RestartReady.Round(10*time.Millisecond), r.RestartCaughtUp.Round(10*time.Millisecond), restartWindow, r.RestartWrites)
+	return restarted, nil
+}
+
+// caughtUp reports, from the manager's metrics, whether every queue of its controllers
+// is empty and the propagation and status controllers have each reconciled apps
+// Applications at least.
+func caughtUp(metrics string, apps int) bool {
+	var depth float64
+	reconciled := map[string]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "workqueue_depth{"):
+			depth += n
+		case strings.HasPrefix(name, "controller_runtime_reconcile_total{"):
+			for _, controller := range []string{propagationController, statusController} {
+				if strings.Contains(name, `controller="`+controller+`"`) {
+					reconciled[controller] += n
+				}
+			}
+		}
+	}
+	return depth == 0 && reconciled[propagationController] >= float64(apps) && reconciled[statusController] >= float64(apps)
+}
+
+// The controllers whose reconciles caughtUp counts: pkg/hub/propagation.ControllerName
+// and pkg/hub/appstatus.ControllerName.
+const (
+	propagationController = "argocd-pull-propagation"
+	statusController      = "argocd-pull-appstatus"
+)

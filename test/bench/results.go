@@ -36,6 +36,21 @@ type Results struct {
 	// HubSlices are the agents' status slices on the hub once the status settled, and
 	// HubSliceApps the apps they hold with every resource and their tree.
 	HubSlices, HubSliceApps int
+	// WorkLatencies are the create -> work latencies of every Application, sorted.
+	WorkLatencies []time.Duration
+	// PropagationRequests are the manager's requests, reads included, until every work
+	// was correct: the apiserver's counts less the bench's own.
+	PropagationRequests sim.Requests
+	// SettledCPU is the CPU time used until the status settled.
+	SettledCPU sim.CPU
+	// LoadAverage is the machine's /proc/loadavg when every work was correct: the
+	// machine may be shared.
+	LoadAverage string
+
+	// The restart: the time until the restarted manager was ready and caught up, and
+	// its writes (less the lease's) in the restartWindow after its start.
+	RestartReady, RestartCaughtUp time.Duration
+	RestartWrites                 sim.Requests
 
 	// P2 and P4.
 	AppLatencies, ReportLatencies []time.Duration
@@ -159,16 +174,30 @@ func (r *Results) rows() []row {
 	latencies := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s, p95 %s, p99 %s (%d changes)", percentile(d, 50), percentile(d, 95), percentile(d, 99), len(d))
 	}
+	apps := float64(max(r.Apps, 1))
+	pathRequests := r.PropagationRequests.Without(func(key string) bool { return !onPropagationPath(key) })
+	cpuPerApp := func(cpu sim.CPU, name string) string {
+		return fmt.Sprintf("%.1f ms", cpu[name]*1000/apps)
+	}
 	all := []row{
 		{"P1 propagation", "≤ 60 s", fmt.Sprintf("%s for %d apps on %d clusters: %.0f apps/s (creating them took %s)",
 			r.Propagation.Round(100*time.Millisecond), r.Apps, r.Scale.Clusters, float64(r.Apps)/r.Propagation.Seconds(), r.AppsCreated.Round(100*time.Millisecond))},
-		{"P1 status on the hub", "", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy, every app with its %d resources (%d apps complete in %d ApplicationStatusSlices)",
+		{"P1 create -> work latency", "p99 ≤ 3 s", fmt.Sprintf("p50 %s, p95 %s, p99 %s (%d apps)",
+			percentile(r.WorkLatencies, 50), percentile(r.WorkLatencies, 95), percentile(r.WorkLatencies, 99), len(r.WorkLatencies))},
+		{"P1 requests per app, propagation path", "≤ 2", fmt.Sprintf("%.2f: %s", pathRequests.Total()/apps, perApp(pathRequests, apps))},
+		{"P1 manager requests per app", "", fmt.Sprintf("%.2f: %s", r.PropagationRequests.Total()/apps, perApp(r.PropagationRequests, apps))},
+		{"P1 CPU per app", "manager ≤ 1 ms", fmt.Sprintf("manager %s, kube-apiserver %s, etcd %s until every work; until the status settled: manager %s, kube-apiserver %s",
+			cpuPerApp(r.PropagationCPU, "manager"), cpuPerApp(r.PropagationCPU, "kube-apiserver"), cpuPerApp(r.PropagationCPU, "etcd"),
+			cpuPerApp(r.SettledCPU, "manager"), cpuPerApp(r.SettledCPU, "kube-apiserver"))},
+		{"P1 status on the hub", "≤ 60 s", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy, every app with its %d resources (%d apps complete in %d ApplicationStatusSlices)",
 			r.StatusSettled.Round(100*time.Millisecond), r.Scale.ResourcesPerApp, r.HubSliceApps, r.HubSlices)},
 		{"P2 freshness, hub Application", "p99 ≤ 3 s", latencies(r.AppLatencies)},
 		{"P2 freshness, ApplicationSet report", "p99 ≤ 3 s", latencies(r.ReportLatencies)},
 		{"P3 manager peak RSS", "≤ 256 MiB", fmt.Sprintf("%s (live Go heap at the end: %s; GOMEMLIMIT %s as the chart sets it)", mib(r.ManagerPeakRSS), mib(r.ManagerLiveHeap), mib(sim.ManagerMemoryLimit))},
 		{"P4 writes per change", "", fmt.Sprintf("%.2f hub writes by the manager per report change", perChange)},
 		{"P4 steady state", "0 writes/min", fmt.Sprintf("%.1f writes/min, plus %.0f/min leader lease renewals", others, leases)},
+		{"Restart with every app settled", "≤ 30 s, 0 writes", fmt.Sprintf("ready after %s, caught up after %s, %.0f writes in the %s after the start%s",
+			r.RestartReady.Round(100*time.Millisecond), r.RestartCaughtUp.Round(100*time.Millisecond), r.RestartWrites.Total(), restartWindow, listed(r.RestartWrites))},
 		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources (GOGC %s and GOMEMLIMIT %s as the agent's Deployment sets them)",
 			mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources, addon.AgentGOGC, mib(addon.AgentMemoryLimit.Value()))},
 		{"P5 agent publish latency", "", latencies(r.AgentLatencies)},
@@ -208,7 +237,8 @@ Written by `+"`make bench`"+` (test/bench) on %s. Rerun it to refresh this page;
 method is in the package documentation of test/bench and below.
 
 **Machine:** %d cores (%s), %d MiB of memory, %s, commit %s. The machine is shared and
-noisy: compare ratios and medians, not single figures.
+noisy: compare ratios and medians, not single figures. Load average (1, 5, 15 min) when
+every work of P1 was correct: %s.
 
 **Scale %s:** one real kube-apiserver and etcd; %d simulated managed clusters (namespace,
 ManagedCluster, ManagedClusterAddOn, PlacementDecisions), %d ApplicationSets with one
@@ -221,7 +251,7 @@ runs the real agent binary against a second apiserver. The whole run took %s.
 
 | Figure | Target | Result |
 |---|---|---|
-`, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryMiB, r.Machine.Go, r.Machine.Commit,
+`, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryMiB, r.Machine.Go, r.Machine.Commit, r.LoadAverage,
 		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Scale.ResourcesPerApp, r.Duration.Round(time.Second))
 	for _, row := range r.rows() {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", row.figure, row.target, row.result)
@@ -236,6 +266,22 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   watch-fed cache). The addon framework has already deployed the agent to every cluster
   (%s). CPU time used during P1 by each process: %v, on %d cores in %s of wall time.
   Hub writes during P1, by the apiserver's apiserver_request_total: %s.
+- **P1 create -> work latency** is, for each Application, the time from the return of its
+  create to the first sight of its ManifestWork by an informer of the bench (the watch's
+  delay included), while the bench creates them %d at a time, as fast as the apiserver
+  takes them.
+- **P1 requests** are the apiserver's apiserver_request_total until every work is correct,
+  reads included, less the requests of the bench's own clients (counted on their
+  transport): the manager's. The propagation path is its requests on ManifestWorks and
+  Events; the writes to Applications are the status mirror's (propagation writes none to
+  an Application that an ApplicationSet generated, as every Application here is). CPU
+  per app is each process's CPU time over the same span, divided by the Applications.
+- **Restart** stops the manager with SIGTERM once everything has settled (it releases its
+  lease, as in a rolling update), and starts it again: ready is when its /readyz answers
+  (once its informers have synced), caught up when every queue is empty and propagation
+  and the status mirror have each reconciled every Application, and the writes are the
+  apiserver's write requests in the %s after the start, less the bench's own and the
+  lease's.
 - **P2** changes the report of one random cluster's agent at a time: an Argo CD SyncError
   whose message carries the change's number and timestamp. Two watches, on the hub
   Applications and on the MulticlusterApplicationSetReports, record when each first shows
@@ -255,12 +301,47 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   it, and the JSON size of that status and of the slices; a heap profile is kept in the
   run folder (agent-heap.pb.gz). The agent runs with the environment its Deployment
   gives it (pkg/hub/addon: GOMEMLIMIT from its memory limit, GOGC). The agent's summary: %q.
-`, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
+`, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites,
+		parallelWrites, restartWindow, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
 		r.Scale.AgentApps, r.Scale.AgentResources, r.AgentSummary)
 	if problems := r.Problems(); len(problems) > 0 {
 		fmt.Fprintf(&b, "\n## Wrong results\n\n- %s\n", strings.Join(problems, "\n- "))
 	}
 	return b.String()
+}
+
+// onPropagationPath reports whether a request key is on the propagation path: the
+// manager's requests on the pulled ManifestWorks and the Events it records (the
+// ManifestWorks of the addon framework are applied before P1). Its writes to
+// Applications are not counted: the status mirror's status writes share the key, and
+// propagation writes none to an Application that an ApplicationSet generated, as every
+// Application of the bench is.
+func onPropagationPath(key string) bool {
+	_, resource, _ := strings.Cut(key, " ")
+	return resource == "manifestworks" || resource == "events"
+}
+
+// perApp lists requests divided by apps, largest first.
+func perApp(requests sim.Requests, apps float64) string {
+	var parts []string
+	for _, part := range strings.Split(requests.String(), ", ") {
+		key, value, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		var n float64
+		_, _ = fmt.Sscan(value, &n)
+		parts = append(parts, fmt.Sprintf("%s %.2f", key, n/apps))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// listed is ": " and the requests, or nothing when there are none.
+func listed(requests sim.Requests) string {
+	if len(requests) == 0 {
+		return ""
+	}
+	return ": " + requests.String()
 }
 
 func mib(bytes int64) string { return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20)) }

@@ -78,7 +78,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err != nil {
 		return r, err
 	}
-	defer manager.Stop(30 * time.Second)
+	defer func() { manager.Stop(30 * time.Second) }()
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start = time.Now()
@@ -107,6 +107,13 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	if r.ManagerLiveHeap, err = managerLiveHeap(ctx, manager); err != nil {
+		return r, err
+	}
+	restarted, err := measureRestart(ctx, r, hub, manager, managerBin, kubeconfig, step)
+	if restarted != nil {
+		manager = restarted // the one the deferred Stop stops
+	}
+	if err != nil {
 		return r, err
 	}
 	if err := measureAgent(ctx, r, hub, agentBin, dir, step); err != nil {

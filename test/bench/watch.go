@@ -12,7 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
 // changeWatcher watches one resource of a namespace for the measured changes, and
@@ -102,4 +108,62 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	}
 	rank := (p*len(sorted) + 99) / 100
 	return sorted[max(rank, 1)-1].Round(time.Millisecond)
+}
+
+// workLatencies records, for each pulled Application, the time its create returned and
+// the time the bench's informer first saw a ManifestWork of it: the create -> work
+// latency of P1, from the bench's side (the work's watch event included).
+type workLatencies struct {
+	mu      sync.Mutex
+	created map[client.ObjectKey]time.Time
+	seen    map[client.ObjectKey]time.Time
+}
+
+// watchWorkLatencies starts recording the first sight of each pulled work in informers,
+// the stand-ins' cache.
+func watchWorkLatencies(ctx context.Context, informers crcache.Informers) (*workLatencies, error) {
+	w := &workLatencies{created: map[client.ObjectKey]time.Time{}, seen: map[client.ObjectKey]time.Time{}}
+	informer, err := informers.GetInformer(ctx, &workv1.ManifestWork{})
+	if err != nil {
+		return nil, err
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		now := time.Now()
+		work, ok := obj.(*workv1.ManifestWork)
+		if !ok {
+			return
+		}
+		key, ok := argoapp.ApplicationOfWork(work)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, done := w.seen[key]; !done {
+			w.seen[key] = now
+		}
+	}})
+	return w, err
+}
+
+// Created records the time the create of an Application returned.
+func (w *workLatencies) Created(key client.ObjectKey, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.created[key] = at
+}
+
+// Latencies returns, sorted, the latency of every Application whose work was seen; a
+// work seen before its create returned counts as 0.
+func (w *workLatencies) Latencies() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for key, created := range w.created {
+		if seen, ok := w.seen[key]; ok {
+			out = append(out, max(seen.Sub(created), 0))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -168,6 +168,7 @@ func TestDefaults(t *testing.T) {
 		"RoleBinding " + argocdNS + "/argocd-pull-addon-placement-decisions-reader",
 		"Service " + namespace + "/" + managerName + "-metrics",
 		"ServiceAccount " + namespace + "/" + managerName,
+		"NetworkPolicy " + argocdNS + "/" + managerName + "-redis",
 	}
 	slices.Sort(want)
 	if !slices.Equal(kinds, want) {
@@ -213,14 +214,21 @@ func TestDefaults(t *testing.T) {
 	}
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
-		"--require-placement-binding=true", "--concurrency=4", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
-		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2"} {
+		"--require-placement-binding=true", "--concurrency=16", "--kube-api-qps=-1", "--kube-api-burst=2000", "--agent-image=" + image, "--agent-image-pull-policy=IfNotPresent",
+		"--agent-watch-namespaces=argocd", "--leader-elect=true", "--leader-election-namespace=" + namespace, "--v=2",
+		// A stock Argo CD install's Redis (hubArgoCDCache).
+		"--argocd-redis=argocd-redis.argocd.svc:6379", "--argocd-redis-password-secret=argocd-redis", "--argocd-redis-password-key=auth",
+		"--argocd-redis-use-tls=false", "--argocd-redis-compress=gzip", "--argocd-app-state-cache-expiration=1h"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
 		}
 	}
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--agent-image-pull-secrets") }) {
 		t.Errorf("the manager's args %v name agent pull secrets that nobody set", args)
+	}
+	// The manager's default, which lives in hub.DefaultOptions only.
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--report-budget-bytes") }) {
+		t.Errorf("the manager's args %v set a report budget that nobody set", args)
 	}
 	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != managerName {
 		t.Errorf("service account %q", sa)
@@ -235,9 +243,14 @@ func TestNonDefaultValues(t *testing.T) {
 		"image.repository=registry.example.com/gitops/pull", "image.tag=v1.2.3", "replicas=2",
 		"manager.addonName=my-pull", "manager.argocdNamespace=openshift-gitops",
 		"manager.watchNamespaces={team-a,team-b}", "manager.requirePlacementBinding=false",
-		"manager.concurrency=8", "manager.logVerbosity=4", "agent.watchNamespaces={openshift-gitops}",
+		"manager.concurrency=8", "manager.logVerbosity=4", "manager.reportBudgetBytes=2097152", "agent.watchNamespaces={openshift-gitops}",
 		"agent.image=registry.example.com/gitops/agent:v9", "resources.limits.memory=1Gi",
-		"addOnDeploymentConfig.create=false", "metrics.service=false")
+		"addOnDeploymentConfig.create=false", "metrics.service=false",
+		// OpenShift GitOps' Redis (docs/operations.md).
+		"hubArgoCDCache.tls.enabled=true", "hubArgoCDCache.tls.caConfigMap.name=openshift-service-ca.crt",
+		"hubArgoCDCache.tls.caConfigMap.key=service-ca.crt", "hubArgoCDCache.passwordSecret.name=openshift-gitops-redis-initial-password",
+		"hubArgoCDCache.passwordSecret.key=admin.password", "hubArgoCDCache.redisAddress=openshift-gitops-redis.openshift-gitops.svc:6379",
+		"hubArgoCDCache.networkPolicy.redisPodSelector.app\\.kubernetes\\.io/name=openshift-gitops-redis")
 	deploy := one(t, objs, "Deployment", namespace+"/"+managerName)
 	if replicas, _, _ := unstructured.NestedFieldNoCopy(deploy.Object, "spec", "replicas"); fmt.Sprint(replicas) != "2" {
 		t.Errorf("replicas %v, want 2", replicas)
@@ -253,13 +266,23 @@ func TestNonDefaultValues(t *testing.T) {
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=my-pull", "--argocd-namespace=openshift-gitops", "--watch-namespaces=team-a,team-b",
 		"--require-placement-binding=false", "--concurrency=8", "--agent-image=registry.example.com/gitops/agent:v9",
-		"--agent-watch-namespaces=openshift-gitops", "--v=4"} {
+		"--agent-watch-namespaces=openshift-gitops", "--v=4", "--report-budget-bytes=2097152",
+		"--argocd-redis=openshift-gitops-redis.openshift-gitops.svc:6379", "--argocd-redis-use-tls=true",
+		"--argocd-redis-password-secret=openshift-gitops-redis-initial-password", "--argocd-redis-password-key=admin.password",
+		"--argocd-redis-ca-certificate=/etc/argocd-pull/redis-ca/service-ca.crt"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("the manager's args %v lack %s", args, arg)
 		}
 	}
 	one(t, objs, "ClusterManagementAddOn", "/my-pull")
 	one(t, objs, "Role", "openshift-gitops/"+managerName)
+	policy := one(t, objs, "NetworkPolicy", "openshift-gitops/"+managerName+"-redis")
+	if redis, _, _ := unstructured.NestedStringMap(policy.Object, "spec", "podSelector", "matchLabels"); redis["app.kubernetes.io/name"] != "openshift-gitops-redis" {
+		t.Errorf("the NetworkPolicy selects %v, want OpenShift GitOps' Redis", redis)
+	}
+	if volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes"); len(volumes) != 1 {
+		t.Errorf("volumes %v, want the Redis CA ConfigMap", volumes)
+	}
 	lease := convert[rbacv1.Role](t, one(t, objs, "Role", namespace+"/"+managerName+"-leader-election"))
 	if !slices.ContainsFunc(lease.Rules, func(r rbacv1.PolicyRule) bool {
 		return slices.Equal(r.ResourceNames, []string{"my-pull-addon-manager"})
@@ -427,6 +450,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"replicas=-1", "at '/replicas': minimum: got -1, want 0"},
 		{"installStrategy.type=Auto", "at '/installStrategy/type': value must be one of 'Manual', 'Placements'"},
 		{"manager.concurrency=0", "at '/manager/concurrency': minimum: got 0, want 1"},
+		{"manager.reportBudgetBytes=1000", "at '/manager/reportBudgetBytes': minimum: got 1,000, want 65,536"},
+		{"manager.reportBudgetBytes=1Mi", "at '/manager/reportBudgetBytes'"},
 		{"manager.addonName=Argo_Pull", "at '/manager/addonName': 'Argo_Pull' does not match pattern"},
 		{"manager.argocdNamespace=", "at '/manager/argocdNamespace'"},
 		{"manager.watchNamespaces={team-a,team-a}", "at '/manager/watchNamespaces'"},

@@ -79,7 +79,7 @@ var needed = slices.Concat(
 	perms(cluster, "apiextensions.k8s.io", "customresourcedefinitions", "multiclusterapplicationsetreports.apps.open-cluster-management.io", "report controller: the served schema", "get"),
 	perms(cluster, "argocd-pull.open-cluster-management.io", "applicationstatusslices", "", "the agent's hub Role grants them (HubRole), so the manager holds them; the hub reads the slices",
 		"get", "list", "watch", "create", "update", "patch", "delete"),
-	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets", "get", "list", "watch", "create", "patch", "delete"),
+	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets; get also reads the hub Argo CD's Redis password Secret by name (resourcetree)", "get", "list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
 	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),

@@ -14,10 +14,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -82,6 +86,38 @@ func clusteradmEnable(ctx context.Context, cluster string) {
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+theFleet.Hub.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "clusteradm: %s", out)
+}
+
+// enableAddonForSpec enables the addon on cluster with clusteradm and, when the spec
+// ends, disables it and waits until the agent is gone from the cluster, so that the next
+// spec on the cluster starts without it.
+func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
+	clusteradmEnable(ctx, cluster.Name)
+	addons, err := addonclient.NewForConfig(theFleet.Hub.Config)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		err := addons.AddonV1beta1().ManagedClusterAddOns(cluster.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+		Expect(ignoreNotFound(err)).To(Succeed())
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := cluster.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "agent removed from %s", cluster.Name)
+	})
+}
+
+// applyAddonPlacementForSpec applies the Placement name of the clusters where the addon
+// is available (fleet.AddonPlacementYAML) and deletes it when the spec ends.
+func applyAddonPlacementForSpec(ctx context.Context, name string) {
+	applier, err := fleet.NewApplier(theFleet.Hub.Config)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(name))).To(Succeed())
+	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
+	Expect(err).NotTo(HaveOccurred())
+	placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+	DeferCleanup(func(ctx SpecContext) {
+		err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+		Expect(ignoreNotFound(err)).To(Succeed())
+	})
 }
 
 // reportedApp returns what the cluster's agent reports on the hub about the spoke

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
@@ -52,23 +51,8 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		agentPod = target.Name + "/" + addon.DefaultInstallNamespace + "/" + addonName + "-agent"
 
-		clusteradmEnable(ctx, target.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", target.Name)
-		})
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
-		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement)
 
 		// The agent runs and publishes before the restart.
 		eventually(ctx, func(ctx context.Context) (string, error) {

@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,75 +19,69 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
-// The issue-12 scenario: 40 pulled apps on one cluster whose resource lists together
-// exceed what the ManagedClusterAddOn report can carry (clusterreport.MaxBytes): the report
-// shortens some of them; the status slices carry all of them to the hub.
+// completeResources and completeNameLength shape the complete-status scenario: 40 pulled
+// apps on one cluster whose resource lists together exceed what the ManagedClusterAddOn
+// report can carry (clusterreport.MaxBytes): the report shortens some of them; the status
+// slices carry all of them to the hub.
 //
 // The issue's fleet had 100 ConfigMaps with short names per app (4,000 resources, of which
-// the report shortened 10 of 40 lists); Argo CD's sync and deletion of 4,000 resources took
-// 16 minutes of a loaded 2-core machine. What overflows the report is bytes, not resources:
-// 30 resources per app whose names are 240 characters long (the limit is 253) make as
-// many bytes with 1,200 resources (clusterreport.Encode shortens about 14 of the 40
-// lists), and give Argo CD a third of the resources to sync and delete. Each app alone fits the report by far
-// (about 10 KiB of its 32 KiB per app), so what is cut is the cluster's report, as in
-// the issue.
+// the report shortened 10 of 40 lists): run it with -complete-status-resources=100
+// -complete-status-name-length=0; Argo CD's sync and deletion of 4,000 resources take
+// minutes of a 2-core machine. What overflows the report is bytes, not resources: the
+// default, 30 resources per app whose names are 240 characters long (the limit is 253),
+// makes as many bytes with 1,200 resources (clusterreport.Encode shortens about 14 of the
+// 40 lists) and gives Argo CD a third of the resources to sync and delete. Each app alone
+// fits the report by far (about 10 KiB of its 32 KiB per app), so what is cut is the
+// cluster's report, as in the issue.
+var (
+	completeResources  = flag.Int("complete-status-resources", 30, "resources per app of the complete-status scenario (the last is a Service, the others ConfigMaps)")
+	completeNameLength = flag.Int("complete-status-name-length", 240, "length of each ConfigMap's name in the complete-status scenario; 0 keeps the short names")
+)
+
 var _ = Describe("Complete status at any scale", Ordered, func() {
 	const (
 		placement = "complete-status-placement"
 		path      = "complete-status"
 		apps      = 40
-		resources = 30
-		// nameLength is the length of each ConfigMap's name.
-		nameLength = 240
 	)
 	var (
-		hubDyn dynamic.Interface
-		addons addonclient.Interface
-		target *fleet.ManagedCluster
+		resources, nameLength int
+		hubDyn                dynamic.Interface
+		addons                addonclient.Interface
+		target                *fleet.ManagedCluster
 	)
 	appSet := func(i int) string { return fmt.Sprintf("complete-%02d", i) }
 
 	BeforeAll(func(ctx SpecContext) {
+		resources, nameLength = *completeResources, *completeNameLength
 		var err error
 		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		target = theFleet.Clusters[1]
-		clusteradmEnable(ctx, target.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", target.Name)
-		})
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
-		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement)
 
 		// 29 ConfigMaps (no health in Argo CD) with long names and a Service (Healthy) per
 		// app.
 		var manifests strings.Builder
 		for i := range resources - 1 {
-			name := fmt.Sprintf("settings-%03d-", i)
-			name += strings.Repeat("x", nameLength-len(name))
+			name := fmt.Sprintf("settings-%03d", i)
+			if nameLength > len(name) {
+				name += "-" + strings.Repeat("x", nameLength-len(name)-1)
+			}
 			fmt.Fprintf(&manifests, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {index: \"%d\"}\n", name, i)
 		}
 		manifests.WriteString("---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports: [{port: 80}]\n  selector: {app: web}\n")
 		_, err = theFleet.Git.Commit(fmt.Sprintf("complete status: %d resources", resources), map[string]string{path + "/resources.yaml": manifests.String()})
 		Expect(err).NotTo(HaveOccurred())
 
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		for i := range apps {
 			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,

@@ -3,7 +3,9 @@ package fleet
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -211,4 +213,117 @@ func startArgoCDHub(ctx context.Context, sup *supervisor, bin string, cp *Contro
 			"--enable-progressive-syncs"},
 	})
 	return err
+}
+
+// ArgoCDServerFile, in the run directory, holds the host:port of the hub's argocd-server.
+const ArgoCDServerFile = "argocd-server"
+
+// argoCDServerObjects are the objects of Argo CD's full install (install.yaml) that
+// argocd-server runs as: its ServiceAccount and RBAC. core-install.yaml has no server.
+var argoCDServerObjects = map[string]bool{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
+
+// startArgoCDServer runs the hub's Redis and argocd-server, as a stock install does: the
+// Redis password in the Secret argocd-redis (key auth), which the server gets as
+// REDIS_PASSWORD; the server as its service account, with the RBAC of Argo CD's
+// install.yaml, plaintext on loopback (--insecure). The server makes the admin password
+// itself, in argocd-initial-admin-secret. It returns the Redis and the server's
+// host:port.
+func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane, argoDir string) (*miniredis.Miniredis, string, error) {
+	applier, err := NewApplier(cp.Config)
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := os.ReadFile(filepath.Join(argoDir, "manifests/install.yaml"))
+	if err != nil {
+		return nil, "", err
+	}
+	all, err := DecodeYAML(data)
+	if err != nil {
+		return nil, "", err
+	}
+	var objs []*unstructured.Unstructured
+	for _, obj := range all {
+		if argoCDServerObjects[obj.GetKind()] && obj.GetName() == "argocd-server" {
+			objs = append(objs, obj)
+		}
+	}
+	if len(objs) != len(argoCDServerObjects) {
+		return nil, "", fmt.Errorf("install.yaml of Argo CD has %d of argocd-server's %d identity objects", len(objs), len(argoCDServerObjects))
+	}
+	if err := applier.Apply(ctx, ArgoCDNamespace, objs...); err != nil {
+		return nil, "", err
+	}
+	password := "fleet-" + cp.Name + "-redis"
+	if err := applier.ApplyYAML(ctx, ArgoCDNamespace, fmt.Appendf(nil, argoRedisSecret, base64.StdEncoding.EncodeToString([]byte(password)))); err != nil {
+		return nil, "", err
+	}
+	redis, err := miniredis.Run()
+	if err != nil {
+		return nil, "", fmt.Errorf("start redis for %s: %w", cp.Name, err)
+	}
+	redis.RequireAuth(password)
+	dir, err := argoDataDir(cp)
+	if err != nil {
+		return redis, "", err
+	}
+	kc := filepath.Join(dir, "server.kubeconfig")
+	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-server", kc, tokenTTL); err != nil {
+		return redis, "", err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return redis, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	if _, err := sup.start(processSpec{Name: "hub-argocd-server", Path: filepath.Join(bin, "argocd"),
+		Env: append(argoEnv(dir, kc, "argocd-server"), "REDIS_PASSWORD="+password),
+		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace, "--insecure",
+			"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[0]), "--metrics-port=" + strconv.Itoa(ports[1]),
+			"--redis=" + redis.Addr(), "--loglevel=info",
+			// The hub runs no repo-server and no Dex: the pull model renders nothing on
+			// the hub, and the fleet logs in as admin.
+			"--repo-server=127.0.0.1:1", "--repo-server-plaintext", "--dex-server="},
+	}); err != nil {
+		return redis, "", err
+	}
+	if err := waitForHTTP(ctx, "http://"+addr+"/healthz", 2*time.Minute); err != nil {
+		return redis, "", fmt.Errorf("argocd-server on %s: %w", addr, err)
+	}
+	return redis, addr, nil
+}
+
+// argoRedisSecret is the Secret that Argo CD's redis-secret-init Job makes in a stock
+// install: Redis' password, which every component reads.
+const argoRedisSecret = `
+apiVersion: v1
+kind: Secret
+metadata:
+  name: argocd-redis
+  labels: {app.kubernetes.io/part-of: argocd}
+data:
+  auth: %s
+`
+
+// waitForHTTP waits until url answers 200.
+func waitForHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer at %s: %w", url, errors.Join(ctx.Err(), err))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -103,6 +103,12 @@ type Fleet struct {
 	Clusters []*ManagedCluster
 	Git      *GitRepo
 	Dir      string
+	// ArgoCDServer is the host:port of the hub's argocd-server (plaintext), also in
+	// ArgoCDServerFile; empty without Argo CD.
+	ArgoCDServer string
+	// HubArgoCDRedis is the address of the hub Argo CD's Redis, which the manager's Pod
+	// reaches where a real one reaches the Service argocd-redis (ArgoCDRedisService).
+	HubArgoCDRedis string
 
 	sup     *supervisor
 	redis   []*miniredis.Miniredis
@@ -242,7 +248,19 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	if err := startArgoCDHub(ctx, f.sup, opts.BinDir, f.Hub); err != nil {
 		return fmt.Errorf("start the hub's Argo CD: %w", err)
 	}
-	step("Argo CD ApplicationSet controller running on the hub")
+	redis, server, err := startArgoCDServer(ctx, f.sup, opts.BinDir, f.Hub, opts.Modules.ArgoCD)
+	if redis != nil {
+		f.redis = append(f.redis, redis)
+		f.HubArgoCDRedis = redis.Addr()
+	}
+	if err != nil {
+		return fmt.Errorf("start the hub's argocd-server: %w", err)
+	}
+	f.ArgoCDServer = server
+	if err := os.WriteFile(filepath.Join(f.Dir, ArgoCDServerFile), []byte(server+"\n"), 0o644); err != nil {
+		return err
+	}
+	step("Argo CD ApplicationSet controller, Redis and argocd-server (http://%s, user admin, password in Secret argocd-initial-admin-secret) running on the hub", server)
 	for _, mc := range f.Clusters {
 		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
 			return fmt.Errorf("install the Argo CD of %s: %w", mc.Name, err)
@@ -281,8 +299,12 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	runners := []*podRunner{{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector,
-		jobSelector: UninstallJobLabelSelector, pods: map[string]*runningPod{}}}
+	hub := &podRunner{cp: f.Hub, sup: f.sup, bin: opts.BinDir, selector: ManagerLabelSelector,
+		jobSelector: UninstallJobLabelSelector, pods: map[string]*runningPod{}}
+	if f.HubArgoCDRedis != "" {
+		hub.services = map[string]string{ArgoCDRedisService: f.HubArgoCDRedis}
+	}
+	runners := []*podRunner{hub}
 	for _, mc := range f.Clusters {
 		r := &podRunner{cp: mc.ControlPlane, sup: f.sup, bin: opts.BinDir, selector: AgentLabelSelector,
 			kubelet: true, pods: map[string]*runningPod{}}
@@ -387,6 +409,7 @@ func (f *Fleet) Stop() {
 			r.Close()
 		}
 		_ = os.Remove(filepath.Join(f.Dir, StateFile))
+		_ = os.Remove(filepath.Join(f.Dir, ArgoCDServerFile))
 	})
 }
 
@@ -399,12 +422,13 @@ type State struct {
 	HubKubeconfig  string            `json:"hubKubeconfig"`
 	Kubeconfigs    map[string]string `json:"kubeconfigs"` // managed cluster name -> admin kubeconfig
 	GitURL         string            `json:"gitURL"`
+	ArgoCDServer   string            `json:"argocdServer,omitempty"` // host:port of the hub's argocd-server
 	ProcessLogsDir string            `json:"processLogsDir"`
 }
 
 func (f *Fleet) writeState() error {
 	st := State{Pid: os.Getpid(), HubKubeconfig: f.Hub.Kubeconfig, Kubeconfigs: map[string]string{},
-		GitURL: f.Git.URL(), ProcessLogsDir: filepath.Join(f.Dir, "logs")}
+		GitURL: f.Git.URL(), ProcessLogsDir: filepath.Join(f.Dir, "logs"), ArgoCDServer: f.ArgoCDServer}
 	for _, mc := range f.Clusters {
 		st.Kubeconfigs[mc.Name] = mc.Kubeconfig
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,6 +85,13 @@ func Application(appSet *unstructured.Unstructured, cluster string) *unstructure
 // CreateApplications creates the Application of every ApplicationSet for every cluster,
 // parallel at a time, and returns their keys.
 func (h *Hub) CreateApplications(ctx context.Context, appSets []*unstructured.Unstructured, clusters []string, parallel int) ([]client.ObjectKey, error) {
+	return h.CreateApplicationsTimed(ctx, appSets, clusters, parallel, nil)
+}
+
+// CreateApplicationsTimed is CreateApplications that calls created, when not nil, with
+// the key of each Application and the time its create returned (from any goroutine).
+func (h *Hub) CreateApplicationsTimed(ctx context.Context, appSets []*unstructured.Unstructured, clusters []string, parallel int,
+	created func(client.ObjectKey, time.Time)) ([]client.ObjectKey, error) {
 	var apps []*unstructured.Unstructured
 	// Cluster by cluster, so that every cluster gets its first app early.
 	for _, cluster := range clusters {
@@ -96,7 +104,13 @@ func (h *Hub) CreateApplications(ctx context.Context, appSets []*unstructured.Un
 		keys[i] = client.ObjectKeyFromObject(app)
 	}
 	err := forEach(ctx, apps, parallel, func(ctx context.Context, app *unstructured.Unstructured) error {
-		return createIgnoringExisting(ctx, h.Client, app)
+		if err := createIgnoringExisting(ctx, h.Client, app); err != nil {
+			return err
+		}
+		if created != nil {
+			created(client.ObjectKeyFromObject(app), time.Now())
+		}
+		return nil
 	})
 	return keys, err
 }

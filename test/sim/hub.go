@@ -37,6 +37,10 @@ type Hub struct {
 	Env *testenv.Env
 	// Config connects as an administrator, without a client-side rate limit.
 	Config *rest.Config
+	// Own counts the requests of this process to the hub (every client built from
+	// Config: the stand-ins, the watches, Client), to tell them from the manager's in the
+	// apiserver's own counts.
+	Own *RequestCounter
 	// Client is an uncached client of the hub with testenv's scheme.
 	Client client.Client
 	Kube   kubernetes.Interface
@@ -58,8 +62,9 @@ func StartHub(ctx context.Context, dir string) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{Env: env, Dir: dir, Config: rest.CopyConfig(env.Config)}
+	h := &Hub{Env: env, Dir: dir, Config: rest.CopyConfig(env.Config), Own: &RequestCounter{}}
 	h.Config.QPS, h.Config.Burst = -1, 0
+	h.Config.Wrap(h.Own.Wrap)
 	if h.conversion, err = startConversionWebhook(); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}

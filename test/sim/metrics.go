@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/client-go/kubernetes"
 )
@@ -77,7 +79,112 @@ func parseLabels(s string) map[string]string {
 	return labels
 }
 
-// WritesSince returns the writes counted since before, by key, without zeros.
+// Since returns the requests, reads included, counted since before, by key, without
+// zeros and without the requests that name no resource (discovery, /metrics).
+func (r Requests) Since(before Requests) Requests {
+	out := Requests{}
+	for key, n := range r {
+		_, resource, _ := strings.Cut(key, " ")
+		if d := n - before[key]; resource != "" && d > 0 {
+			out[key] = d
+		}
+	}
+	return out
+}
+
+// Minus returns the counts of r less those of other, by key, without zeros.
+func (r Requests) Minus(other Requests) Requests {
+	out := Requests{}
+	for key, n := range r {
+		if d := n - other[key]; d > 0 {
+			out[key] = d
+		}
+	}
+	return out
+}
+
+// IsWrite reports whether a key's verb writes.
+func IsWrite(key string) bool {
+	verb, _, _ := strings.Cut(key, " ")
+	return writeVerbs[verb]
+}
+
+// RequestCounter counts the requests of the clients whose transport it wraps, by the
+// keys of apiserver_request_total (see Requests), as the apiserver tells them apart:
+// a GET of a collection is a LIST and with watch=true a WATCH, a patch of content type
+// application/apply-patch+yaml an APPLY. Requests that name no resource are not
+// counted. It is safe for concurrent use.
+type RequestCounter struct {
+	mu     sync.Mutex
+	counts Requests
+}
+
+// Wrap wraps a transport (rest.Config.Wrap).
+func (c *RequestCounter) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if key, ok := requestKey(req); ok {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = Requests{}
+			}
+			c.counts[key]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// Counts returns a copy of the counts so far.
+func (c *RequestCounter) Counts() Requests {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.counts)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// requestKey returns the key of apiserver_request_total that counts req.
+func requestKey(req *http.Request) (string, bool) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	var rest []string
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		rest = parts[3:]
+	default:
+		return "", false
+	}
+	if len(rest) >= 3 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	resource, name, subresource := rest[0], "", ""
+	if len(rest) > 1 {
+		name = rest[1]
+	}
+	if len(rest) > 2 {
+		subresource = rest[2]
+	}
+	verb := req.Method
+	switch {
+	case verb == http.MethodGet && name == "" && (req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1"):
+		verb = "WATCH"
+	case verb == http.MethodGet && name == "":
+		verb = "LIST"
+	case verb == http.MethodPatch && strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch"):
+		verb = "APPLY"
+	case verb == http.MethodDelete && name == "":
+		verb = "DELETECOLLECTION"
+	}
+	key := verb + " " + resource
+	if subresource != "" {
+		key += "/" + subresource
+	}
+	return key, true
+}
+
 func (r Requests) WritesSince(before Requests) Requests {
 	out := Requests{}
 	for key, n := range r {

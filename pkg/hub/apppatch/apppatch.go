@@ -48,3 +48,22 @@ func MergePatch(ctx context.Context, c client.Client, live client.Reader, app *u
 	})
 	return wrote, err
 }
+
+// All returns a Mutation that applies each of mutations (nil ones are skipped) in turn,
+// so that they make one patch, and reports whether any of them changed app.
+func All(mutations ...Mutation) Mutation {
+	return func(app *unstructured.Unstructured) (bool, error) {
+		changed := false
+		for _, mutate := range mutations {
+			if mutate == nil {
+				continue
+			}
+			c, err := mutate(app)
+			if err != nil {
+				return false, err
+			}
+			changed = changed || c
+		}
+		return changed, nil
+	}
+}

@@ -5,6 +5,7 @@ package appsetreport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,8 +51,16 @@ const FieldManager = ControllerName
 // whose agent report (or part of it) cannot be decoded.
 const ReasonInvalidAgentReport = "InvalidAgentReport"
 
-// Options configure the ApplicationSet report controller. AddonName and Concurrency are
-// required; pkg/hub's DefaultOptions holds the defaults.
+// Reasons of the Events on an ApplicationSet whose report exceeds its byte budget.
+const (
+	// ReasonReportTruncated: a Warning when the report starts being cut to its budget.
+	ReasonReportTruncated = "ReportTruncated"
+	// ReasonReportComplete: a Normal Event when a cut report fits again at full detail.
+	ReasonReportComplete = "ReportComplete"
+)
+
+// Options configure the ApplicationSet report controller. AddonName, Concurrency and
+// BudgetBytes are required; pkg/hub's DefaultOptions holds the defaults.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -67,6 +76,10 @@ type Options struct {
 	// write's duration, so that a busy apiserver spends at most about a tenth of its time
 	// on each report.
 	WriteInterval time.Duration
+	// BudgetBytes bounds each report: the most bytes it may take as JSON, metadata
+	// included. A report that does not fit at full detail is cut (CutToBudget), its
+	// counts exact. At least MinBudgetBytes; etcd refuses objects over about 1.5 MiB.
+	BudgetBytes int64
 }
 
 // writeCostFactor: the next write of a report waits at least this many times as long
@@ -81,6 +94,9 @@ func (o Options) validate() error {
 	}
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
+	}
+	if o.BudgetBytes < MinBudgetBytes {
+		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.BudgetBytes, MinBudgetBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -118,7 +134,8 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
 	}
 	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
-		nextWrite: map[types.NamespacedName]time.Time{}, served: &servedSchema{reader: mgr.GetAPIReader()}}
+		nextWrite: map[types.NamespacedName]time.Time{}, truncated: map[types.NamespacedName]bool{},
+		served: &servedSchema{reader: mgr.GetAPIReader()}}
 	agent := observed.AddonHandler{
 		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
 		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
@@ -159,6 +176,10 @@ type reconciler struct {
 	mu sync.Mutex
 	// nextWrite is when each report may be written next, for WriteInterval.
 	nextWrite map[types.NamespacedName]time.Time
+	// truncated is whether each report was last seen or written cut to its budget, so
+	// that the Events say when a cut starts and ends, also where the served schema
+	// prunes summary.truncated (an ACM hub).
+	truncated map[types.NamespacedName]bool
 }
 
 // untilWritable returns how long the report key must wait for its next write.
@@ -177,6 +198,9 @@ func (r *reconciler) untilWritable(key types.NamespacedName) time.Duration {
 func (r *reconciler) wrote(key types.NamespacedName, took time.Duration, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if gone {
+		delete(r.truncated, key)
+	}
 	if gone || r.opts.WriteInterval < 0 {
 		delete(r.nextWrite, key)
 		return
@@ -223,20 +247,30 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(apps) == 0 {
 		// No pulled apps: no report. Delete the one this controller wrote.
 		if exists && isOwnedBy(current, appSet) {
+			r.forgetTruncation(req.NamespacedName)
 			log.Info("deleting the report of an ApplicationSet without pulled apps", "report", req)
 			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current,
 				client.Preconditions{ResourceVersion: &current.ResourceVersion}))
 		}
 		return ctrl.Result{}, nil
 	}
-	// The write time goes in before the fit: the served schema may not declare it.
+	// The write time and the cut go in before the fit: the served schema may declare
+	// neither lastUpdateTime nor summary.truncated. The counts are exact either way.
 	rendered := RenderStatuses(req.Namespace, apps)
 	rendered.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
-	statuses, err := r.served.fit(ctx, rendered)
+	envelope, err := reportEnvelopeBytes(req.NamespacedName, appSet)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	cut := CutToBudget(rendered, Budget{Bytes: r.opts.BudgetBytes, Envelope: envelope})
+	statuses, err := r.served.fit(ctx, cut)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	truncated := cut.Summary.Truncated
+	storedTruncated := exists && current.Statuses.Summary.Truncated != nil
 	if exists && reportUpToDate(current, appSet, statuses) {
+		r.swapTruncated(req.NamespacedName, truncated != nil, storedTruncated)
 		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
@@ -253,7 +287,49 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.wrote(req.NamespacedName, time.Since(start), false)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
+	r.recordTruncation(ctx, req.NamespacedName, appSet, truncated,
+		r.swapTruncated(req.NamespacedName, truncated != nil, storedTruncated))
 	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// swapTruncated records whether the report of key is cut now, and returns whether it
+// was. Until this process has seen the report, it was cut when the stored report says
+// so (stored); an ACM hub prunes summary.truncated, and then it counts as not cut.
+func (r *reconciler) swapTruncated(key types.NamespacedName, now, stored bool) (was bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was, known := r.truncated[key]
+	if !known {
+		was = stored
+	}
+	r.truncated[key] = now
+	return was
+}
+
+// forgetTruncation forgets whether the report of key was cut: it is gone.
+func (r *reconciler) forgetTruncation(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.truncated, key)
+}
+
+// recordTruncation records, on the ApplicationSet, an Event and a log line when its
+// report starts being cut to its budget (truncated, and it was not), and when it fits
+// again at full detail; nothing while it stays as it was.
+func (r *reconciler) recordTruncation(ctx context.Context, key types.NamespacedName, appSet *unstructured.Unstructured,
+	truncated *appsv1alpha1.ReportTruncation, was bool) {
+	log := ctrl.LoggerFrom(ctx)
+	switch {
+	case truncated != nil && !was:
+		log.Info("the report exceeds its byte budget: its detail is cut, its counts are exact", "report", key,
+			"budgetBytes", truncated.BudgetBytes, "clustersCut", truncated.Clusters, "conditionsCut", truncated.Conditions,
+			"messagesShortened", truncated.Messages, "detailsCut", truncated.Details, "resourcesCut", truncated.Resources)
+		r.recorder.Eventf(appSet, nil, corev1.EventTypeWarning, ReasonReportTruncated, "WriteReport", "%s", truncated.Message)
+	case truncated == nil && was:
+		log.Info("the report fits its byte budget again, at full detail", "report", key, "budgetBytes", r.opts.BudgetBytes)
+		r.recorder.Eventf(appSet, nil, corev1.EventTypeNormal, ReasonReportComplete, "WriteReport",
+			"The report fits its budget of %d bytes again, at full detail.", r.opts.BudgetBytes)
+	}
 }
 
 // reportUpToDate reports whether the report already holds statuses, its ApplicationSet
@@ -269,6 +345,30 @@ func reportUpToDate(current *appsv1alpha1.MulticlusterApplicationSetReport, appS
 // reportApplyConfiguration is the report of the ApplicationSet key with statuses, as
 // the fields this controller applies: its label, its owner and the statuses.
 func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) (runtime.ApplyConfiguration, error) {
+	obj, err := reportObject(key, appSet, statuses)
+	if err != nil {
+		return nil, err
+	}
+	return client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: obj}), nil
+}
+
+// reportEnvelopeBytes is what the report of the ApplicationSet key takes as applied
+// besides its statuses (apiVersion, kind, name, namespace, label and owner), plus
+// MetadataReserveBytes for what the apiserver adds.
+func reportEnvelopeBytes(key types.NamespacedName, appSet *unstructured.Unstructured) (int, error) {
+	obj, err := reportObject(key, appSet, appsv1alpha1.AppConditions{})
+	if err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return 0, fmt.Errorf("encode report %s: %w", key, err)
+	}
+	return len(data) - statusesBytes(appsv1alpha1.AppConditions{}) + MetadataReserveBytes, nil
+}
+
+// reportObject is the content of reportApplyConfiguration.
+func reportObject(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) (map[string]any, error) {
 	report := &appsv1alpha1.MulticlusterApplicationSetReport{
 		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -283,7 +383,7 @@ func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Uns
 		return nil, fmt.Errorf("encode report %s: %w", key, err)
 	}
 	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
-	return client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: obj}), nil
+	return obj, nil
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,

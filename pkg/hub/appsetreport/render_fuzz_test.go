@@ -9,8 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -226,4 +228,138 @@ func FuzzHostingApplicationSetLabelValue(f *testing.F) {
 			t.Fatalf("HostingApplicationSetLabelValue(%q, %q) = %q, want %q", namespace, name, got, full)
 		}
 	})
+}
+
+// FuzzCutToBudget checks the cut of a report to its byte budget, at any budget from
+// nothing to the full size: the counts stay exact; the report fits, or is as small as the
+// cut makes it; every entry kept is its full entry with less detail, in order; the
+// summary counts what was cut; the steps come in their order (cutSteps); and the same
+// apps in another order give the same report.
+func FuzzCutToBudget(f *testing.F) {
+	f.Add([]byte{3, 0, 0, 0, 1, 8, 0, 0, 1, 1, 2, 0, 10}, "Failed sync attempt: services is forbidden", uint8(128))
+	f.Add([]byte{39, 1, 1, 1, 1, 8, 1, 1, 2, 2, 199, 1, 1, 0, 0, 1, 1, 2}, "日本語のメッセージ", uint8(10))
+	f.Add([]byte{20, 2, 2, 2, 2, 5, 0, 1, 2, 1, 150}, strings.Repeat("é", 300), uint8(200))
+	f.Add([]byte{30, 0, 0, 1, 0, 8, 2, 2, 0, 1, 0, 0, 1}, `<&"quoted">`, uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, text string, fraction uint8) {
+		apps := fuzzApps(data, text)
+		full := RenderStatuses("openshift-gitops", apps)
+		full.LastUpdateTime = ptr.To(metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+		fullBytes := statusesBytes(full)
+		limit := fullBytes * int(fraction) / 255
+		budget := Budget{Bytes: int64(limit + 20000), Envelope: 20000}
+		got := CutToBudget(full, budget)
+
+		shuffled := slices.Clone(apps)
+		slices.Reverse(shuffled)
+		again := RenderStatuses("openshift-gitops", shuffled)
+		again.LastUpdateTime = full.LastUpdateTime
+		if !equality.Semantic.DeepEqual(CutToBudget(again, budget), got) {
+			t.Fatal("CutToBudget depends on the order of the apps")
+		}
+		if withoutTruncation(got.Summary) != full.Summary {
+			t.Fatalf("summary %+v, want the exact %+v", got.Summary, full.Summary)
+		}
+		tr := got.Summary.Truncated
+		if fullBytes <= limit {
+			if tr != nil || !equality.Semantic.DeepEqual(got, full) {
+				t.Fatal("a report that fits was changed")
+			}
+			return
+		}
+		if tr == nil || tr.BudgetBytes != budget.Bytes || len(tr.Message) > maxTruncationMessageBytes {
+			t.Fatalf("truncated = %+v", tr)
+		}
+		if size := statusesBytes(got); size > limit && (len(got.ClusterConditions) > 0 || len(got.Resources) > 0) {
+			t.Fatalf("%d bytes over the limit of %d, with entries or resources left to cut", size, limit)
+		}
+		if len(got.Resources) > len(full.Resources) || !slices.Equal(got.Resources, full.Resources[:len(got.Resources)]) {
+			t.Fatal("the resources are not the first of the full list")
+		}
+		checkCut(t, full, got)
+	})
+}
+
+// checkCut checks each entry of the cut report got against its entry in full, the
+// counts of summary.truncated, and the order of the steps.
+func checkCut(t *testing.T, full, got appsv1alpha1.AppConditions) {
+	t.Helper()
+	want := appsv1alpha1.ReportTruncation{BudgetBytes: got.Summary.Truncated.BudgetBytes, Message: got.Summary.Truncated.Message,
+		Resources: int32(len(full.Resources) - len(got.Resources))}
+	// What the cut did to each class: dropped entries, lowered ones, messages at most
+	// n bytes, at most one condition, no details.
+	type done struct{ dropped, lowered, allShort, allShortest, allOneCondition, allNoDetails, kept bool }
+	classes := map[entryClass]*done{classHealthy: {allShort: true, allShortest: true, allOneCondition: true, allNoDetails: true},
+		classOther:   {allShort: true, allShortest: true, allOneCondition: true, allNoDetails: true},
+		classFailing: {allShort: true, allShortest: true, allOneCondition: true, allNoDetails: true}}
+	next := 0
+	for _, f := range full.ClusterConditions {
+		d := classes[classOf(f)]
+		if next == len(got.ClusterConditions) || got.ClusterConditions[next].App != f.App {
+			d.dropped = true
+			want.Clusters++
+			continue
+		}
+		e := got.ClusterConditions[next]
+		next++
+		d.kept = true
+		if e.Cluster != f.Cluster || e.SyncStatus != f.SyncStatus || e.HealthStatus != f.HealthStatus {
+			t.Fatalf("entry %+v does not say the state of %+v", e, f)
+		}
+		if hasDetails(e) && (e.SyncRevision != f.SyncRevision || !slices.Equal(e.SyncRevisions, f.SyncRevisions) ||
+			e.OperationStatePhase != f.OperationStatePhase || e.OperationStateStartedAt != f.OperationStateStartedAt) {
+			t.Fatalf("entry %+v: its details are not those of %+v", e, f)
+		}
+		if hasDetails(f) && !hasDetails(e) {
+			want.Details++
+		}
+		if len(e.Conditions) > len(f.Conditions) || (len(e.Conditions) < len(f.Conditions) && len(e.Conditions) > 1) {
+			t.Fatalf("entry %s keeps %d of %d conditions", e.App, len(e.Conditions), len(f.Conditions))
+		}
+		want.Conditions += int32(len(f.Conditions) - len(e.Conditions))
+		for j, c := range e.Conditions {
+			in := f.Conditions[j]
+			if c.Message != in.Message {
+				want.Messages++
+				kept, cut := strings.CutSuffix(c.Message, clusterreport.Ellipsis)
+				if c.Type != in.Type || !cut || !strings.HasPrefix(in.Message, kept) || len(c.Message) > ShortMessageBytes {
+					t.Fatalf("entry %s: condition %+v is not a cut of %+v", e.App, c, in)
+				}
+			}
+			d.allShort = d.allShort && len(c.Message) <= ShortMessageBytes
+			d.allShortest = d.allShortest && len(c.Message) <= ShortestMessageBytes
+		}
+		d.allOneCondition = d.allOneCondition && len(e.Conditions) <= 1
+		d.allNoDetails = d.allNoDetails && !hasDetails(e)
+		d.lowered = d.lowered || !equality.Semantic.DeepEqual(e, f)
+	}
+	if next != len(got.ClusterConditions) {
+		t.Fatal("the entries are not those of the full report, in order")
+	}
+	if *got.Summary.Truncated != want {
+		t.Fatalf("truncated %+v, want %+v", *got.Summary.Truncated, want)
+	}
+	healthy, other, failing := classes[classHealthy], classes[classOther], classes[classFailing]
+	if (healthy.lowered || healthy.dropped || other.lowered || other.dropped || failing.lowered || failing.dropped) && len(got.Resources) > 0 {
+		t.Fatal("entries were cut before the resource list")
+	}
+	if (other.lowered || failing.lowered || healthy.dropped) && healthy.kept && !(healthy.allOneCondition && healthy.allNoDetails && healthy.allShortest) {
+		t.Fatal("other entries were cut before the healthy ones lost their conditions and details")
+	}
+	if failing.lowered && !other.allShort {
+		t.Fatal("failing entries were cut before the others' messages were shortened")
+	}
+	for _, d := range []*done{other, failing} {
+		if healthy.dropped && !(d.allShortest && d.allOneCondition) {
+			t.Fatal("healthy entries were left out before the others' messages and conditions were cut")
+		}
+		if (other.dropped || failing.dropped) && !d.allNoDetails {
+			t.Fatal("entries were left out before the others lost their details")
+		}
+	}
+	if (other.dropped || failing.dropped) && healthy.kept {
+		t.Fatal("other entries were left out before the healthy ones")
+	}
+	if failing.dropped && other.kept {
+		t.Fatal("failing entries were left out before the other ones")
+	}
 }

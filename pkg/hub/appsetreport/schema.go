@@ -50,7 +50,8 @@ var everyField = appsv1alpha1.AppConditions{
 		OperationStatePhase: "Succeeded", OperationStateStartedAt: "2026-01-01T00:00:00Z",
 		Conditions: []appsv1alpha1.Condition{{Type: "SyncError", Message: "m"}},
 	}},
-	Summary:        appsv1alpha1.ReportSummary{Clusters: "1", Synced: "1", NotSynced: "0", Healthy: "1", NotHealthy: "0", InProgress: "0", Stale: "0"},
+	Summary: appsv1alpha1.ReportSummary{Clusters: "1", Synced: "1", NotSynced: "0", Healthy: "1", NotHealthy: "0", InProgress: "0", Stale: "0",
+		Truncated: &appsv1alpha1.ReportTruncation{BudgetBytes: 1, Clusters: 1, Conditions: 1, Messages: 1, Details: 1, Resources: 1, Message: "m"}},
 	LastUpdateTime: &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
 }
 

@@ -40,12 +40,10 @@ func TestStatusMirror(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
-	g := gomega.NewWithT(t)
-	g.SetDefaultEventuallyTimeout(20 * time.Second)
-	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	g := testenv.NewGomega(t)
 
 	for _, ns := range []string{"apps", "cluster1"} {
-		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
 	}
 	// The manager as pkg/hub.Run builds it (its scheme and cache); writes counts the
 	// controller's writes. A long grace: an absence shown at once is one the agent's

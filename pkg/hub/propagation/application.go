@@ -34,12 +34,13 @@ const maxEventNoteLength = 1000
 
 // recordProblem records a problem on the Application: a Warning Event, a log line and the
 // OCMPropagationError condition. Without a problem, it removes the condition. Other
-// condition types are kept as they are.
-func (r *reconciler) recordProblem(ctx context.Context, app *unstructured.Unstructured, p *problem) error {
+// condition types are kept as they are. also, when not nil, changes the Application in
+// the same patch: one write instead of two.
+func (r *reconciler) recordProblem(ctx context.Context, app *unstructured.Unstructured, p *problem, also apppatch.Mutation) error {
 	if p == nil {
-		err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
+		err := r.patchApplication(ctx, app, apppatch.All(func(app *unstructured.Unstructured) (bool, error) {
 			return argoapp.RemoveCondition(app, argoapp.ConditionOCMPropagationError)
-		})
+		}, also))
 		if err != nil {
 			return fmt.Errorf("remove condition %s from application %s/%s: %w",
 				argoapp.ConditionOCMPropagationError, app.GetNamespace(), app.GetName(), err)
@@ -49,9 +50,9 @@ func (r *reconciler) recordProblem(ctx context.Context, app *unstructured.Unstru
 	ctrl.LoggerFrom(ctx).Info("not propagating the application", "reason", p.reason, "message", p.message)
 	r.recorder.Eventf(app, nil, corev1.EventTypeWarning, p.reason, eventAction, "%s", truncate(p.message, maxEventNoteLength))
 	message := p.reason + ": " + p.message
-	err := r.patchApplication(ctx, app, func(app *unstructured.Unstructured) (bool, error) {
+	err := r.patchApplication(ctx, app, apppatch.All(func(app *unstructured.Unstructured) (bool, error) {
 		return argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, message, time.Now())
-	})
+	}, also))
 	if err != nil {
 		return fmt.Errorf("set condition %s on application %s/%s: %w",
 			argoapp.ConditionOCMPropagationError, app.GetNamespace(), app.GetName(), err)

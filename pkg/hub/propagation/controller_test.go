@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -136,5 +137,84 @@ func TestEscapeJSONPointer(t *testing.T) {
 	}
 	if got := escapeJSONPointer("a~b"); got != "a~0b" {
 		t.Errorf("escapeJSONPointer = %q", got)
+	}
+}
+
+func TestAppliedWorksLookup(t *testing.T) {
+	key := types.NamespacedName{Namespace: "east", Name: "guestbook-1a2b3"}
+	cached := func(resourceVersion string) *workv1.ManifestWork {
+		return &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: resourceVersion}}
+	}
+	applied := appliedWork{resourceVersion: "120", fingerprint: [32]byte{1}}
+	tests := []struct {
+		name            string
+		record          bool
+		cached          *workv1.ManifestWork
+		lagging, unsure bool
+		// kept: the record stays for the next lookup.
+		kept bool
+	}{
+		{"nothing applied: the cache is current", false, cached("7"), false, false, false},
+		{"nothing applied, none cached", false, nil, false, false, false},
+		{"the cache is behind the apply", true, cached("99"), true, false, true},
+		{"the cache is behind by digits", true, cached("5"), true, false, true},
+		{"the cache shows the apply", true, cached("120"), false, false, false},
+		{"the cache shows a later write", true, cached("1000"), false, false, false},
+		{"the cache has no such work", true, nil, false, true, true},
+		{"resource versions that do not compare", true, cached("x7"), false, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var a appliedWorks
+			if tc.record {
+				a.record(key, applied)
+			}
+			last, lagging, unsure := a.lookup(key, tc.cached)
+			if lagging != tc.lagging || unsure != tc.unsure {
+				t.Errorf("lagging %t, unsure %t; want %t, %t", lagging, unsure, tc.lagging, tc.unsure)
+			}
+			if (lagging || unsure) && last != applied {
+				t.Errorf("last %+v, want %+v", last, applied)
+			}
+			if _, kept := a.byWork[key]; kept != tc.kept {
+				t.Errorf("record kept %t, want %t", kept, tc.kept)
+			}
+		})
+	}
+}
+
+func TestAppliedConfigurationFingerprint(t *testing.T) {
+	app := parse(t, hubApp)
+	render := func() *workv1.ManifestWork {
+		work, err := RenderManifestWork(app, RenderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return work
+	}
+	a, err := newAppliedConfiguration(render())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newAppliedConfiguration(render())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.fingerprint != b.fingerprint {
+		t.Error("two renders of one Application have different fingerprints")
+	}
+	if _, found := a.object.Object["status"]; found {
+		t.Error("the apply configuration carries a status")
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(a.object.Object, "metadata", "creationTimestamp"); found {
+		t.Error("the apply configuration carries a creation timestamp")
+	}
+	_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
+	c, err := newAppliedConfiguration(render())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.fingerprint == a.fingerprint {
+		t.Error("a changed Application has the fingerprint of the old one")
 	}
 }

@@ -23,9 +23,9 @@ func (f *fixture) applyWorkAs(app string, fieldManager string) *workv1.ManifestW
 	f.T.Helper()
 	work, err := RenderManifestWork(f.GetApp(app), RenderOptions{})
 	f.G.Expect(err).NotTo(gomega.HaveOccurred())
-	obj, err := applyConfiguration(work)
+	applied, err := newAppliedConfiguration(work)
 	f.G.Expect(err).NotTo(gomega.HaveOccurred())
-	f.G.Expect(f.C.Apply(f.Ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership)).To(gomega.Succeed())
+	f.G.Expect(f.C.Apply(f.Ctx, client.ApplyConfigurationFromUnstructured(applied.object), client.FieldOwner(fieldManager), client.ForceOwnership)).To(gomega.Succeed())
 	live := &workv1.ManifestWork{}
 	f.G.Expect(f.C.Get(f.Ctx, client.ObjectKeyFromObject(work), live)).To(gomega.Succeed())
 	return live

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 )
 
 // Reasons of the Events and of the OCMPropagationError condition that report why a hub
@@ -70,9 +71,10 @@ const (
 // ACM labels its local-cluster.
 const LabelLocalCluster = "local-cluster"
 
-// Reasons of the Normal Events that record what the controller did.
+// Reasons of the Normal Events that record what the controller changed. A routine apply
+// of a work records none (a log line only): it is the everyday success of every
+// Application, and an Event each would double the requests of propagation.
 const (
-	ReasonManifestWorkApplied = "ManifestWorkApplied"
 	ReasonManifestWorkDeleted = "ManifestWorkDeleted"
 	ReasonRefreshDelivered    = "RefreshDelivered"
 	// ReasonOperationCompleted: the spoke Argo CD ran the operation of the hub
@@ -97,6 +99,9 @@ type reconciler struct {
 	opts      Options
 	// problems counts the Applications that are not propagated, by reason.
 	problems *problemTracker
+	// applied is what this process applied last to the works its cache does not show
+	// yet.
+	applied appliedWorks
 }
 
 // problem is bad input that keeps an Application from propagating: it is recorded on the
@@ -156,7 +161,13 @@ func (r *reconciler) propagate(ctx context.Context, app *unstructured.Unstructur
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.recordProblem(ctx, app, out.problem); err != nil {
+	// The clean-up finalizer that converge adds before it applies the work goes in the
+	// same patch as the condition.
+	var finalizer apppatch.Mutation
+	if out.work != nil && !out.freeze && !paused {
+		finalizer = addCleanupFinalizer
+	}
+	if err := r.recordProblem(ctx, app, out.problem, finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	reason := ""
@@ -188,25 +199,43 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 	// A current work on its way out (the Application came back to a cluster it had just
 	// left) is recreated once it is gone: its deletion event reconciles again.
 	recreating := current != nil && current.DeletionTimestamp != nil
+	var key types.NamespacedName
+	var last appliedWork
+	var lagging, unsure bool
 	if out.work != nil {
 		keepOperationBaseline(out.work, current)
+		key = client.ObjectKeyFromObject(out.work)
+		last, lagging, unsure = r.applied.lookup(key, current)
 	}
 	needsApply := out.work != nil && !recreating && (current == nil || !workUpToDate(current, out.work))
-	if needsApply {
-		// The cache may not have caught up with our last write yet: confirm with the
-		// apiserver, so that the same content is never applied twice.
-		live, err := r.liveWork(ctx, client.ObjectKeyFromObject(out.work))
+	if needsApply && (unsure || payloadOperation(out.work) != nil) {
+		// The cache cannot tell: it does not show a work this process applied (not yet,
+		// or it was deleted since), or the work delivers an operation, whose baseline
+		// must come from the freshest work (one taken from a lagging cache could postdate
+		// the spoke's start of the operation, which would then never count as started).
+		// Confirm with the apiserver, so that the same content is never applied twice.
+		live, err := r.liveWork(ctx, key)
 		if err != nil {
 			return err
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			// The operation's baseline comes from the freshest work: one taken from a
-			// lagging cache could postdate the spoke's start of the operation, which would
-			// then never count as started.
 			keepOperationBaseline(out.work, live)
 			if workUpToDate(live, out.work) {
 				current, needsApply = live, false
 			}
+		}
+	}
+	var applied *appliedConfiguration
+	if needsApply {
+		var err error
+		if applied, err = newAppliedConfiguration(out.work); err != nil {
+			return err
+		}
+		if lagging && applied.fingerprint == last.fingerprint {
+			// The cache has not caught up with this process's last apply, which already
+			// holds this content: the event of that write reconciles again.
+			log.V(1).Info("the cache has not shown the last apply of the ManifestWork yet; not applying it again", "work", key)
+			needsApply = false
 		}
 	}
 	if paused {
@@ -227,12 +256,10 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 			return fmt.Errorf("add finalizer to application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
 		}
 		if needsApply {
-			if err := r.applyWork(ctx, out.work); err != nil {
+			if err := r.applyWork(ctx, applied); err != nil {
 				return err
 			}
-			log.Info("applied ManifestWork", "work", client.ObjectKeyFromObject(out.work), "created", current == nil)
-			r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonManifestWorkApplied, eventAction,
-				"Applied ManifestWork %s/%s", out.work.Namespace, out.work.Name)
+			log.Info("applied ManifestWork", "work", key, "created", current == nil)
 		}
 	}
 	// The new work first, then the stale ones: a work left by an earlier UID of the

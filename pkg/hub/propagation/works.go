@@ -1,18 +1,22 @@
 package propagation
 
 // This file holds the writes to ManifestWorks: server-side apply when the work differs
-// from its render, and deletion.
+// from its render, what this process applied last, and deletion.
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,38 +130,108 @@ func jsonValue(v any) (any, error) {
 	return out, json.Unmarshal(raw, &out)
 }
 
-// applyWork creates or updates a work with server-side apply. The controller owns
-// every field it sends, and takes them over from any other writer (force); a field
-// dropped from the render is dropped from the work.
-func (r *reconciler) applyWork(ctx context.Context, work *workv1.ManifestWork) error {
-	obj, err := applyConfiguration(work)
-	if err != nil {
-		return fmt.Errorf("encode manifestwork %s/%s: %w", work.Namespace, work.Name, err)
-	}
-	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply manifestwork %s/%s: %w", work.Namespace, work.Name, err)
-	}
-	return nil
+// appliedConfiguration is a rendered work encoded for server-side apply, and the
+// fingerprint of that encoding.
+type appliedConfiguration struct {
+	key         types.NamespacedName
+	object      *unstructured.Unstructured
+	fingerprint [sha256.Size]byte
 }
 
-// applyConfiguration returns the fields of a rendered work to apply: the typed object
-// without its status and the zero creation timestamp, which the typed encoding always
-// writes.
-func applyConfiguration(work *workv1.ManifestWork) (*unstructured.Unstructured, error) {
-	value, err := jsonValue(work)
+// newAppliedConfiguration encodes the fields of a rendered work to apply: the typed
+// object without its status and the zero creation timestamp, which the typed encoding
+// always writes. The encoding is deterministic, so that two renders of the same content
+// have the same fingerprint.
+func newAppliedConfiguration(work *workv1.ManifestWork) (*appliedConfiguration, error) {
+	raw, err := json.Marshal(work)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode manifestwork %s/%s: %w", work.Namespace, work.Name, err)
 	}
-	obj, ok := value.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("a manifestwork encodes as %T", value)
+	obj := map[string]any{}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("encode manifestwork %s/%s: %w", work.Namespace, work.Name, err)
 	}
 	delete(obj, "status")
 	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(schema.GroupVersion(workv1.GroupVersion).WithKind("ManifestWork"))
-	return u, nil
+	return &appliedConfiguration{key: client.ObjectKeyFromObject(work), object: u, fingerprint: sha256.Sum256(raw)}, nil
+}
+
+// applyWork creates or updates a work with server-side apply, and remembers what it
+// applied (see appliedWorks). The controller owns every field it sends, and takes them
+// over from any other writer (force); a field dropped from the render is dropped from
+// the work.
+func (r *reconciler) applyWork(ctx context.Context, work *appliedConfiguration) error {
+	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(work.object),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply manifestwork %s: %w", work.key, err)
+	}
+	// The apply answers with the work as stored.
+	r.applied.record(work.key, appliedWork{resourceVersion: work.object.GetResourceVersion(), fingerprint: work.fingerprint})
+	return nil
+}
+
+// appliedWorks remembers, for each work this process applied and its cache does not show
+// yet, the resourceVersion the apply answered with and the fingerprint of what it
+// applied. The reconcile reads works from the cache, which catches up with a write a
+// moment after it: with this, it tells a cache that lags behind its own last apply (and
+// waits for that write's event) from a work that someone else changed (and applies
+// again), without asking the apiserver. An entry goes once the cache shows that
+// version or a later one. The zero value is ready.
+type appliedWorks struct {
+	mu     sync.Mutex
+	byWork map[types.NamespacedName]appliedWork
+}
+
+// appliedWork is what the last apply of a work by this process wrote.
+type appliedWork struct {
+	resourceVersion string
+	fingerprint     [sha256.Size]byte
+}
+
+// record remembers the last apply of a work.
+func (a *appliedWorks) record(key types.NamespacedName, w appliedWork) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byWork == nil {
+		a.byWork = map[types.NamespacedName]appliedWork{}
+	}
+	a.byWork[key] = w
+}
+
+// forget drops what is remembered of a work: it is being deleted.
+func (a *appliedWorks) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byWork, key)
+}
+
+// lookup compares cached, the cache's version of the work key (nil when the cache has
+// none), with this process's last apply of it. lagging: the cache shows a version older
+// than that apply, which last holds. unsure: the cache cannot tell, since it has no
+// such work (the apply's event has not come yet, or the work was deleted since) or its
+// resourceVersions do not compare; ask the apiserver. Neither: the cache is current.
+func (a *appliedWorks) lookup(key types.NamespacedName, cached *workv1.ManifestWork) (last appliedWork, lagging, unsure bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	last, ok := a.byWork[key]
+	if !ok {
+		return appliedWork{}, false, false
+	}
+	if cached == nil {
+		return last, false, true
+	}
+	// Resource versions compare as integers (KEP-5504).
+	order, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, last.resourceVersion)
+	if err != nil {
+		return last, false, true
+	}
+	if order >= 0 {
+		delete(a.byWork, key)
+		return appliedWork{}, false, false
+	}
+	return last, true, false
 }
 
 // deleteWorks deletes works, skipping those already being deleted. app, when not nil,
@@ -169,6 +243,7 @@ func (r *reconciler) deleteWorks(ctx context.Context, app *unstructured.Unstruct
 		if work.DeletionTimestamp != nil {
 			continue
 		}
+		r.applied.forget(client.ObjectKeyFromObject(work))
 		// The UID precondition keeps a work re-created under the same name since the
 		// cache was filled.
 		err := r.client.Delete(ctx, work, client.Preconditions{UID: &work.UID})

@@ -60,13 +60,26 @@ func NewReader(c client.Reader, addonName string) *Reader {
 // that points back to the hub Application hub; nil when no slice holds it, or the slices
 // cannot be read (the agent's report on the ManagedClusterAddOn is then used).
 func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clusterreport.App {
+	app, _ := r.FindWithSlice(cluster, workName, hub)
+	return app
+}
+
+// SliceVersion names one version of a slice.
+type SliceVersion struct {
+	Name, ResourceVersion string
+}
+
+// FindWithSlice is Find, and also returns the slice that holds the app, as the cache
+// holds it.
+func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, SliceVersion) {
 	list := &statusv1alpha1.ApplicationStatusSliceList{}
 	// Read-only: the cache's slices, not copies.
 	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
 		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
+		return nil, SliceVersion{}
 	}
 	var found *statusv1alpha1.AppStatus
+	var foundIn SliceVersion
 	for i := range list.Items {
 		s := &list.Items[i]
 		if r.check(cluster, s) != nil {
@@ -79,16 +92,16 @@ func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clust
 			// An app in two slices (an agent that stopped between two writes): the one
 			// observed last.
 			if matches && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
-				found = e
+				found, foundIn = e, SliceVersion{Name: s.Name, ResourceVersion: s.ResourceVersion}
 			}
 		}
 	}
 	r.forgetOthers(cluster, list.Items)
 	if found == nil {
-		return nil
+		return nil, SliceVersion{}
 	}
 	app := AppOf(*found)
-	return &app
+	return &app, foundIn
 }
 
 // check returns the error of DecodeSlices for slice s of cluster, computed once per

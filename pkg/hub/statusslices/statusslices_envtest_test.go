@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,11 +46,9 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := env.Client
-	g := gomega.NewWithT(t)
-	g.SetDefaultEventuallyTimeout(20 * time.Second)
-	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	g := testenv.NewGomega(t)
 	for _, ns := range []string{"apps", "cluster1"} {
-		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(gomega.Succeed())
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
 	}
 
 	// The manager as pkg/hub.Run builds it (its scheme, and its cache, which keeps the

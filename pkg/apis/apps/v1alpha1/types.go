@@ -146,6 +146,39 @@ type ReportSummary struct {
 	// the last one reported. An addition to ACM's schema.
 	// +optional
 	Stale string `json:"stale,omitempty"`
+	// Truncated says what the report left out to stay within its byte budget; absent
+	// when the report is complete. The counts above are exact either way: they are
+	// counted before anything is cut. An addition to ACM's schema.
+	// +optional
+	Truncated *ReportTruncation `json:"truncated,omitempty"`
+}
+
+// ReportTruncation says what the byte budget of the report cut, in the order of
+// docs/design.md ("The report's byte budget"). Each count compares the report with
+// what it would hold without a budget.
+type ReportTruncation struct {
+	// BudgetBytes is the budget: the most bytes the report may take as JSON, metadata
+	// included (the manager's --report-budget-bytes).
+	BudgetBytes int64 `json:"budgetBytes"`
+	// Clusters counts the entries of clusterConditions left out; summary counts them.
+	// +optional
+	Clusters int32 `json:"clusters,omitempty"`
+	// Conditions counts the conditions left out of the entries shown.
+	// +optional
+	Conditions int32 `json:"conditions,omitempty"`
+	// Messages counts the condition messages of the entries shown that were shortened
+	// to fit the budget (beyond the usual bound of 512 bytes of an error message).
+	// +optional
+	Messages int32 `json:"messages,omitempty"`
+	// Details counts the entries shown without their sync revisions and operation state.
+	// +optional
+	Details int32 `json:"details,omitempty"`
+	// Resources counts the resources left out of resources.
+	// +optional
+	Resources int32 `json:"resources,omitempty"`
+	// Message says what was cut, in words.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // MulticlusterApplicationSetReportList is a list of reports.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -156,10 +159,49 @@ func demo(args []string) error {
 	out, _ = run(bin, f.Hub.Kubeconfig, "kubectl", "-n", fleet.ArgoCDNamespace, "get", "appsetreport,applications")
 	fmt.Print(string(out))
 
+	app := f.Clusters[0].Name + "-" + demoApp
+	phase("The hub's argocd-server shows %s's resource tree from %s: POST /api/v1/session, GET /api/v1/applications/%s/resource-tree", app, f.Clusters[0].Name, app)
+	if err := showTree(ctx, f, app); err != nil {
+		return err
+	}
+
 	phase("The pull model works. The fleet stays up until Ctrl-C.")
-	printAccess(f)
+	printAccess(f, bin)
 	fmt.Println("Try: kubectl --kubeconfig", f.Hub.Kubeconfig, "-n argocd get application <cluster>-"+demoApp, "-o yaml")
 	return waitForSignal(ctx, f)
+}
+
+// showTree logs in to the hub's argocd-server as admin, as its UI does, and prints the
+// app's resource tree once it holds the cluster's Pods.
+func showTree(ctx context.Context, f *fleet.Fleet, app string) error {
+	password, err := f.ArgoCDAdminPassword(ctx)
+	if err != nil {
+		return fmt.Errorf("the admin password: %w", err)
+	}
+	argocd, err := fleet.LoginArgoCD(ctx, f.ArgoCDServer, "admin", password)
+	if err != nil {
+		return err
+	}
+	var tree argocdcache.Tree
+	var last error
+	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		tree, last = argocd.ResourceTree(ctx, app)
+		return last == nil && slices.ContainsFunc(tree.Nodes, func(n argocdcache.Node) bool { return n.Kind == "Pod" }), nil
+	}); err != nil {
+		return fmt.Errorf("the hub's argocd-server shows no Pod of %s: %w", app, errors.Join(err, last))
+	}
+	fmt.Printf("   %-12s %-40s %-12s %s\n", "KIND", "NAMESPACE/NAME", "HEALTH", "PARENT")
+	for _, n := range tree.Nodes {
+		health, parent := "", ""
+		if n.Health != nil {
+			health = n.Health.Status
+		}
+		if len(n.ParentRefs) > 0 {
+			parent = n.ParentRefs[0].Kind + "/" + n.ParentRefs[0].Name
+		}
+		fmt.Printf("   %-12s %-40s %-12s %s\n", n.Kind, n.Namespace+"/"+n.Name, health, parent)
+	}
+	return nil
 }
 
 // run runs a tool of bin against the kubeconfig and returns its combined output.

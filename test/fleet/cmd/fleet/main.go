@@ -98,7 +98,7 @@ func up(args []string) error {
 		return err
 	}
 	defer f.Stop()
-	printAccess(f)
+	printAccess(f, c.bin)
 	return waitForSignal(ctx, f)
 }
 
@@ -176,12 +176,20 @@ func down(args []string) error {
 	return nil
 }
 
-func printAccess(f *fleet.Fleet) {
+func printAccess(f *fleet.Fleet, bin string) {
 	fmt.Println()
 	fmt.Println("Kubeconfigs:")
 	fmt.Printf("  hub:       export KUBECONFIG=%s\n", f.Hub.Kubeconfig)
 	for _, mc := range f.Clusters {
 		fmt.Printf("  %-10s export KUBECONFIG=%s\n", mc.Name+":", mc.Kubeconfig)
+	}
+	if f.ArgoCDServer != "" {
+		fmt.Printf("Hub argocd-server: http://%s (also in %s), user admin, password:\n", f.ArgoCDServer, filepath.Join(f.Dir, fleet.ArgoCDServerFile))
+		fmt.Printf("  kubectl --kubeconfig %s -n argocd get secret argocd-initial-admin-secret -o jsonpath='{.data.password}' | base64 -d\n", f.Hub.Kubeconfig)
+		argocd := filepath.Join(bin, "argocd")
+		fmt.Printf("  CLI: %s login %s --plaintext --username admin --password <password>; %s app get <app> --output tree\n",
+			argocd, f.ArgoCDServer, argocd)
+		fmt.Println("  (this build of Argo CD from its Go module embeds no web UI assets: the API and the CLI answer, the browser gets an empty page)")
 	}
 	fmt.Printf("Git repository: %s (path %s)\n", f.Git.URL(), fleet.GuestbookPath)
 	fmt.Printf("Process logs:   %s\n", filepath.Join(f.Dir, "logs"))

@@ -1,0 +1,283 @@
+// Package argocdcache is the one place where the addon meets the internals of Argo CD's
+// application-controller cache, its Redis: key names, the cache version, compression, the
+// encoding of values, the notification after a write, the Redis password Secret, and the
+// JSON of the values the addon reads and writes. None of it is an Argo CD API.
+//
+// The agent reads the resource trees that the spoke's application-controller writes
+// (pkg/spoke); the manager writes, for the pulled apps that the hub's
+// application-controller skips, the entries that controller would write, so that the
+// hub's argocd-server shows their resource trees (pkg/hub/resourcetree). Both go through
+// this package, and TestArgoCDCacheContract checks every value here against the source of
+// the Argo CD the project supports (hack/tools/argocd pins it): an upgrade of Argo CD
+// that changes any of it fails there, naming what changed (docs/design.md, sections 8a.2
+// and 8b).
+package argocdcache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What Argo CD 3.2 names and how it stores (util/cache, util/cache/appstate, common).
+const (
+	// CacheVersion is Argo CD's common.CacheVersion, the last part of every key.
+	CacheVersion = "1.8.3"
+	// TreeKeyPrefix starts the key of an app's resource tree (appstate
+	// appResourcesTreeKey): "app|resources-tree|<app>[|<shard>]|<cache version>".
+	TreeKeyPrefix = "app|resources-tree|"
+	// ManagedResourcesKeyPrefix starts the key of an app's managed resources (appstate
+	// appManagedResourcesKey), "app|managed-resources|<app>|<cache version>", and the
+	// channel on which a write of the app's tree is announced (SetAppResourcesTree), to
+	// which argocd-server's resource tree watch (the UI) listens.
+	ManagedResourcesKeyPrefix = "app|managed-resources|"
+	// GzipSuffix ends a key written with gzip compression (redisCache.getKey).
+	GzipSuffix = ".gz"
+	// RedisSecret is the Secret, in Argo CD's namespace, whose key RedisPasswordKey holds
+	// Redis' password (common.RedisInitialCredentials; Argo CD 2.11 and later).
+	RedisSecret      = "argocd-redis"
+	RedisPasswordKey = "auth"
+	// DefaultExpiration is how long Argo CD keeps an app's tree and managed resources
+	// (--app-state-cache-expiration, ARGOCD_APP_STATE_CACHE_EXPIRATION).
+	DefaultExpiration = time.Hour
+)
+
+// Compression is how values are compressed (--redis-compress, REDIS_COMPRESSION). Every
+// Argo CD component of an install must use the same.
+type Compression string
+
+const (
+	// CompressionGzip is Argo CD's default.
+	CompressionGzip Compression = "gzip"
+	CompressionNone Compression = "none"
+)
+
+// ParseCompression parses a --redis-compress value.
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case CompressionGzip, CompressionNone:
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown Redis compression %q: gzip or none", s)
+}
+
+// InstanceName is Argo CD's Application.InstanceName, the <app> of every key: the name
+// of an app in Argo CD's own namespace, "<namespace>_<name>" otherwise.
+func InstanceName(argoCDNamespace, namespace, name string) string {
+	if namespace == "" || namespace == argoCDNamespace {
+		return name
+	}
+	return namespace + "_" + name
+}
+
+// AppOfInstanceName is the inverse of InstanceName. A namespace has no "_".
+func AppOfInstanceName(argoCDNamespace, instance string) (namespace, name string) {
+	if ns, n, ok := strings.Cut(instance, "_"); ok {
+		return ns, n
+	}
+	return argoCDNamespace, instance
+}
+
+// versioned appends the cache version, as Cache.generateFullKey does.
+func versioned(key string) string { return key + "|" + CacheVersion }
+
+// TreeKey is the key of shard shard of an app's tree, without the compression suffix.
+func TreeKey(instance string, shard int64) string {
+	key := TreeKeyPrefix + instance
+	if shard > 0 {
+		key += "|" + strconv.FormatInt(shard, 10)
+	}
+	return versioned(key)
+}
+
+// ManagedResourcesKey is the key of an app's managed resources, without the compression
+// suffix. It is also the channel of NotifyTreeChanged.
+func ManagedResourcesKey(instance string) string {
+	return versioned(ManagedResourcesKeyPrefix + instance)
+}
+
+// TreeNotificationPattern matches the channel of every app's tree notification.
+func TreeNotificationPattern() string {
+	return ManagedResourcesKeyPrefix + "*|" + CacheVersion
+}
+
+// InstanceOfTreeNotification returns the app of a tree notification's channel.
+func InstanceOfTreeNotification(channel string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(channel, ManagedResourcesKeyPrefix), "|"+CacheVersion)
+}
+
+// StoredKey is key as stored with compression c (redisCache.getKey).
+func StoredKey(key string, c Compression) string {
+	if c == CompressionGzip {
+		return key + GzipSuffix
+	}
+	return key
+}
+
+// Encode encodes v as redisCache.marshal does: the JSON of json.Encoder (with its
+// trailing newline), gzip-compressed with CompressionGzip. go-redis/cache stores the
+// bytes as they are.
+func Encode(v any, c Compression) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, fmt.Errorf("encode an Argo CD cache value: %w", err)
+	}
+	return Compress(buf.Bytes(), c)
+}
+
+// Compress compresses an encoded value as Encode does.
+func Compress(encoded []byte, c Compression) ([]byte, error) {
+	if c != CompressionGzip {
+		return encoded, nil
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	if _, err := gz.Write(encoded); err != nil {
+		return nil, fmt.Errorf("compress an Argo CD cache value: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return nil, fmt.Errorf("compress an Argo CD cache value: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode decodes a value as redisCache.unmarshal does: JSON, gzip-compressed or not.
+func Decode(raw []byte, compressed bool, v any) error {
+	var reader io.Reader = bytes.NewReader(raw)
+	if compressed {
+		gz, err := gzip.NewReader(reader)
+		if err != nil {
+			return fmt.Errorf("decompress an Argo CD cache value: %w", err)
+		}
+		defer gz.Close()
+		reader = gz
+	}
+	if err := json.NewDecoder(reader).Decode(v); err != nil {
+		return fmt.Errorf("decode an Argo CD cache value: %w", err)
+	}
+	return nil
+}
+
+// Tree is the part of Argo CD's ApplicationTree that the addon reads and writes.
+type Tree struct {
+	Nodes       []Node `json:"nodes,omitempty"`
+	ShardsCount int64  `json:"shardsCount,omitempty"`
+}
+
+// Node is the part of Argo CD's ResourceNode that the addon reads and writes.
+type Node struct {
+	Ref
+	ParentRefs []Ref    `json:"parentRefs,omitempty"`
+	Images     []string `json:"images,omitempty"`
+	Health     *Health  `json:"health,omitempty"`
+}
+
+// Ref is Argo CD's ResourceRef.
+type Ref struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// UID links a node to its children's ParentRefs in the argocd CLI's tree view.
+	UID string `json:"uid,omitempty"`
+}
+
+// Health is Argo CD's HealthStatus.
+type Health struct {
+	Status  string `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ResourceDiff is the part of Argo CD's ResourceDiff, an entry of an app's managed
+// resources, that the addon writes.
+type ResourceDiff struct {
+	Group     string `json:"group,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// The manifests, JSON; "null" for none, as the application-controller writes an
+	// absent one.
+	TargetState         string `json:"targetState,omitempty"`
+	LiveState           string `json:"liveState,omitempty"`
+	NormalizedLiveState string `json:"normalizedLiveState,omitempty"`
+	PredictedLiveState  string `json:"predictedLiveState,omitempty"`
+	Hook                bool   `json:"hook,omitempty"`
+	Modified            bool   `json:"modified,omitempty"`
+}
+
+// FullName is ResourceDiff.FullName, the order Argo CD keeps managed resources in.
+func (r ResourceDiff) FullName() string {
+	return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// ClientOptions say how to reach an Argo CD's Redis.
+type ClientOptions struct {
+	// Addr is host:port.
+	Addr string
+	// Password returns Redis' password at each new connection; "" for none. Nil means
+	// none.
+	Password func(ctx context.Context) (string, error)
+	// TLS, when set, connects over TLS (--redis-use-tls).
+	TLS *tls.Config
+	// PoolSize bounds the open connections.
+	PoolSize int
+}
+
+// NewClient returns a client of an Argo CD's Redis. It fails fast (short timeouts, one
+// retry): a caller that cannot reach Redis says so and carries on.
+func NewClient(opts ClientOptions) *redis.Client {
+	o := &redis.Options{
+		Addr:            opts.Addr,
+		TLSConfig:       opts.TLS,
+		Protocol:        2,
+		DisableIdentity: true,
+		DialTimeout:     2 * time.Second,
+		ReadTimeout:     5 * time.Second,
+		WriteTimeout:    5 * time.Second,
+		MaxRetries:      1,
+		PoolSize:        opts.PoolSize,
+	}
+	if opts.Password != nil {
+		o.CredentialsProviderContext = func(ctx context.Context) (string, string, error) {
+			password, err := opts.Password(ctx)
+			return "", password, err
+		}
+	}
+	return redis.NewClient(o)
+}
+
+// SecretGetter reads a Secret of Argo CD's namespace: client-go's typed SecretInterface,
+// or the agent's reader, which links no typed clientset (docs/design.md, section 8).
+type SecretGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+}
+
+// PasswordFromSecret returns a ClientOptions.Password that reads the password from key of
+// the Secret name (RedisSecret and RedisPasswordKey in a stock install) at each new
+// connection, so that a rotated password is picked up; none when the Secret does not
+// exist (Redis without a password).
+func PasswordFromSecret(secrets SecretGetter, name, key string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("read the Redis password from Secret %s: %w", name, err)
+		}
+		return string(secret.Data[key]), nil
+	}
+}

@@ -1,0 +1,104 @@
+package argocdcache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"reflect"
+	"testing"
+)
+
+func TestKeys(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{InstanceName("argocd", "argocd", "web"), "web"},
+		{InstanceName("argocd", "", "web"), "web"},
+		{InstanceName("argocd", "team-a", "web"), "team-a_web"},
+		{TreeKey("web", 0), "app|resources-tree|web|1.8.3"},
+		{TreeKey("team-a_web", 2), "app|resources-tree|team-a_web|2|1.8.3"},
+		{ManagedResourcesKey("web"), "app|managed-resources|web|1.8.3"},
+		{StoredKey(TreeKey("web", 0), CompressionGzip), "app|resources-tree|web|1.8.3.gz"},
+		{StoredKey(TreeKey("web", 0), CompressionNone), "app|resources-tree|web|1.8.3"},
+		{InstanceOfTreeNotification(ManagedResourcesKey("team-a_web")), "team-a_web"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	if ns, name := AppOfInstanceName("argocd", "team-a_web"); ns != "team-a" || name != "web" {
+		t.Errorf("AppOfInstanceName: %s/%s", ns, name)
+	}
+	if ns, name := AppOfInstanceName("argocd", "web"); ns != "argocd" || name != "web" {
+		t.Errorf("AppOfInstanceName: %s/%s", ns, name)
+	}
+}
+
+// TestEncode checks that a value is stored as Argo CD's redisCache stores it: the JSON of
+// json.Encoder (with its newline), gzip-compressed by default, and that Decode reads it
+// back.
+func TestEncode(t *testing.T) {
+	tree := Tree{Nodes: []Node{{
+		Ref:        Ref{Version: "v1", Kind: "Pod", Namespace: "web", Name: "web-1"},
+		ParentRefs: []Ref{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}},
+		Images:     []string{"nginx:1"},
+		Health:     &Health{Status: "Healthy"},
+	}}}
+	const wantJSON = `{"nodes":[{"version":"v1","kind":"Pod","namespace":"web","name":"web-1",` +
+		`"parentRefs":[{"group":"apps","kind":"ReplicaSet","namespace":"web","name":"web-5d9c"}],"images":["nginx:1"],"health":{"status":"Healthy"}}]}` + "\n"
+
+	plain, err := Encode(tree, CompressionNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(plain) != wantJSON {
+		t.Errorf("uncompressed:\n got %s\nwant %s", plain, wantJSON)
+	}
+	compressed, err := Encode(tree, CompressionGzip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(compressed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflated, err := io.ReadAll(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(inflated) != wantJSON {
+		t.Errorf("gzip:\n got %s\nwant %s", inflated, wantJSON)
+	}
+	for _, c := range []struct {
+		raw        []byte
+		compressed bool
+	}{{plain, false}, {compressed, true}} {
+		var back Tree
+		if err := Decode(c.raw, c.compressed, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, tree) {
+			t.Errorf("round trip (compressed %v): %+v", c.compressed, back)
+		}
+	}
+	if err := Decode(plain, true, &Tree{}); err == nil {
+		t.Error("plain JSON decoded as gzip")
+	}
+
+	diffs, err := Encode([]ResourceDiff{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web", LiveState: "null", TargetState: "null", Modified: true}}, CompressionNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"group":"apps","kind":"Deployment","namespace":"web","name":"web","targetState":"null","liveState":"null","modified":true}]` + "\n"; string(diffs) != want {
+		t.Errorf("managed resources:\n got %s\nwant %s", diffs, want)
+	}
+}
+
+func TestParseCompression(t *testing.T) {
+	for _, s := range []string{"gzip", "none"} {
+		if c, err := ParseCompression(s); err != nil || string(c) != s {
+			t.Errorf("%s: %v %v", s, c, err)
+		}
+	}
+	if _, err := ParseCompression("zstd"); err == nil {
+		t.Error("zstd accepted")
+	}
+}

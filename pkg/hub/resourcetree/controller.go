@@ -1,0 +1,368 @@
+package resourcetree
+
+// This file wires the controller: its options, the watches that enqueue hub
+// Applications, and the reconcile that keeps one Application's cache entries.
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+)
+
+// ControllerName names the controller: its logs, metrics and Events.
+const ControllerName = "argocd-pull-resourcetree"
+
+// Reasons of the Events on the hub Application.
+const (
+	// ReasonNotWritten: the hub Argo CD's Redis could not be written; its UI shows no
+	// tree, or an old one, for the app.
+	ReasonNotWritten = "ResourceTreeNotWritten"
+	// ReasonWritten: the tree is written again after a failure.
+	ReasonWritten = "ResourceTreeWritten"
+)
+
+// Options configure the controller. AddonName, ArgoCDNamespace, Concurrency and Redis
+// are required; pkg/hub's DefaultOptions holds the defaults.
+type Options struct {
+	// AddonName names the addon whose agents' slices are read.
+	AddonName string
+	// ArgoCDNamespace is the hub Argo CD's namespace: the apps there are keyed by name
+	// (argocdcache.InstanceName), and the Redis password Secret lives there.
+	ArgoCDNamespace string
+	// WatchNamespaces limits the controller to the Applications of these namespaces;
+	// empty means all namespaces.
+	WatchNamespaces []string
+	// Concurrency is the number of parallel reconciles.
+	Concurrency int
+	// Redis is how to reach the hub Argo CD's Redis.
+	Redis RedisOptions
+}
+
+// RedisOptions say how to reach and write the hub Argo CD's Redis; the defaults
+// (pkg/hub) are those of a stock Argo CD install.
+type RedisOptions struct {
+	// Addr is host:port of the hub Argo CD's Redis (argocd-redis.<namespace>.svc:6379).
+	Addr string
+	// PasswordSecret and PasswordKey name the Secret, in ArgoCDNamespace, and its key
+	// that hold Redis' password (argocd-redis, auth); an empty PasswordSecret, or a
+	// Secret that does not exist, means no password.
+	PasswordSecret string
+	PasswordKey    string
+	// TLS connects over TLS; TLSCAFile, when set, is the CA bundle that signs Redis'
+	// certificate (else the system's); TLSInsecureSkipVerify skips its verification.
+	TLS                   bool
+	TLSCAFile             string
+	TLSInsecureSkipVerify bool
+	// Compression must be that of the hub Argo CD (--redis-compress, gzip by default).
+	Compression argocdcache.Compression
+	// Expiration is how long an entry lives without being written again
+	// (argocdcache.DefaultExpiration, as the application-controller's); the controller
+	// writes every app's entries again after half of it.
+	Expiration time.Duration
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.AddonName == "" {
+		errs = append(errs, errors.New("the addon name is empty"))
+	}
+	if o.ArgoCDNamespace == "" {
+		errs = append(errs, errors.New("the Argo CD namespace is empty"))
+	}
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
+	}
+	if o.Redis.Addr == "" {
+		errs = append(errs, errors.New("the hub Argo CD's Redis address is empty"))
+	}
+	if _, err := argocdcache.ParseCompression(string(o.Redis.Compression)); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Redis.Expiration < 2*time.Second {
+		errs = append(errs, fmt.Errorf("the cache expiration is %v; it must be at least 2s", o.Redis.Expiration))
+	}
+	return errors.Join(errs...)
+}
+
+func (o RedisOptions) tlsConfig() (*tls.Config, error) {
+	if !o.TLS {
+		return nil, nil
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.TLSInsecureSkipVerify} //nolint:gosec // the user's choice, as Argo CD's --redis-insecure-skip-tls-verify
+	if o.TLSCAFile != "" {
+		pem, err := os.ReadFile(o.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the hub Argo CD Redis' CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", o.TLSCAFile)
+		}
+		config.RootCAs = pool
+	}
+	return config, nil
+}
+
+// Setup registers the controller with mgr. c reads through the manager's cache
+// (hubcache.NewClient); slices finds apps in the agents' slices, as the status mirror
+// does. The Redis password Secret is read by name, past the cache.
+func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("invalid resource tree options: %w", err)
+	}
+	tlsConfig, err := opts.Redis.tlsConfig()
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the hub client: %w", err)
+	}
+	clientOpts := argocdcache.ClientOptions{Addr: opts.Redis.Addr, TLS: tlsConfig, PoolSize: opts.Concurrency + 1}
+	if opts.Redis.PasswordSecret != "" {
+		clientOpts.Password = argocdcache.PasswordFromSecret(kube.CoreV1().Secrets(opts.ArgoCDNamespace), opts.Redis.PasswordSecret, opts.Redis.PasswordKey)
+	}
+	r := &reconciler{
+		client: c, slices: slices, full: newFullSlices(mgr.GetAPIReader()),
+		cache:    &cacheWriter{client: argocdcache.NewClient(clientOpts), compression: opts.Redis.Compression, expiration: opts.Redis.Expiration},
+		recorder: mgr.GetEventRecorder(ControllerName), opts: opts, written: map[types.NamespacedName]written{},
+	}
+	if err := mgr.Add(closeOnStop{r.cache}); err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, sliceHandler{client: c}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up the resource tree controller: %w", err)
+	}
+	return nil
+}
+
+// closeOnStop closes the Redis connections when the manager stops.
+type closeOnStop struct{ w *cacheWriter }
+
+func (c closeOnStop) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return c.w.Close()
+}
+
+type reconciler struct {
+	client   client.Client
+	slices   *statusslices.Reader
+	full     *fullSlices
+	cache    *cacheWriter
+	recorder events.EventRecorder
+	opts     Options
+
+	mu sync.Mutex
+	// written is what this process last wrote for each app, and whether its last write
+	// failed.
+	written map[types.NamespacedName]written
+}
+
+type written struct {
+	digest  [sha256.Size]byte
+	at      time.Time
+	failing bool
+}
+
+func (r *reconciler) isCandidate(o client.Object) bool {
+	_, labelled := o.GetLabels()[argoapp.LabelPullToOCMManagedCluster]
+	return labelled && (len(r.opts.WatchNamespaces) == 0 || slices.Contains(r.opts.WatchNamespaces, o.GetNamespace()))
+}
+
+// isServed reports whether the app's entries are this controller's to write: a pulled
+// app that the hub application-controller skips. A pulled app without skip-reconcile is
+// also the hub controller's, which writes them itself.
+func isServed(labels, annotations map[string]string) bool {
+	pulled, err := argoapp.IsPullRequested(labels, annotations)
+	return err == nil && pulled && argoapp.IsReconcileSkipped(annotations)
+}
+
+// Reconcile keeps the cache entries of one hub Application: written while it is pulled
+// and its cluster's slices hold it, removed when it goes or leaves its cluster's slices.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	instance := argocdcache.InstanceName(r.opts.ArgoCDNamespace, req.Namespace, req.Name)
+	app := argoapp.NewApplication()
+	if err := r.client.Get(ctx, req.NamespacedName, app); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// Gone: remove what this process wrote. What an earlier process wrote for an app
+		// deleted since expires (Options.Redis.Expiration); argocd-server shows no tree
+		// of an app that does not exist.
+		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, nil)
+	}
+	if !isServed(app.GetLabels(), app.GetAnnotations()) {
+		// The hub application-controller writes its entries now, or nobody: leave them.
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
+	found, in := r.slices.FindWithSlice(cluster, argoapp.ManifestWorkName(app.GetName(), app.GetUID()), req.NamespacedName)
+	if found == nil {
+		// Not (or no longer) reported by the cluster: no tree to show.
+		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, app)
+	}
+	entry, ok, err := r.full.entry(ctx, types.NamespacedName{Namespace: cluster, Name: in.Name}, in.ResourceVersion, found.Key())
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read ApplicationStatusSlice %s/%s: %w", cluster, in.Name, err)
+	}
+	if !ok {
+		// The slice changed since the cache saw it: its event brings the app back.
+		return ctrl.Result{}, nil
+	}
+	e, err := encodeEntries(Render(entry))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	refresh := r.opts.Redis.Expiration / 2
+	r.mu.Lock()
+	last, wrote := r.written[req.NamespacedName]
+	r.mu.Unlock()
+	if wrote && !last.failing && last.digest == e.digest {
+		if age := time.Since(last.at); age < refresh {
+			return ctrl.Result{RequeueAfter: refresh - age}, nil
+		}
+	}
+	if err := r.cache.write(ctx, instance, e); err != nil {
+		r.failed(ctx, req.NamespacedName, app, err)
+		return ctrl.Result{}, err
+	}
+	r.mu.Lock()
+	r.written[req.NamespacedName] = written{digest: e.digest, at: time.Now()}
+	r.mu.Unlock()
+	if wrote && last.failing {
+		log.Info("wrote the resource tree to the hub Argo CD's cache again", "app", req.NamespacedName, "cluster", cluster)
+		r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonWritten, "WriteResourceTree",
+			"The resource tree of cluster %s is written to the hub Argo CD's cache again", cluster)
+	} else {
+		log.V(2).Info("wrote the resource tree to the hub Argo CD's cache", "app", req.NamespacedName, "cluster", cluster,
+			"nodes", len(entry.Resources)+len(entry.Nodes))
+	}
+	return ctrl.Result{RequeueAfter: refresh}, nil
+}
+
+// remove deletes the entries this process wrote for an app (app is nil when it is gone).
+func (r *reconciler) remove(ctx context.Context, key types.NamespacedName, instance string, app client.Object) error {
+	r.mu.Lock()
+	_, wrote := r.written[key]
+	r.mu.Unlock()
+	if !wrote {
+		return nil
+	}
+	if err := r.cache.remove(ctx, instance); err != nil {
+		if app != nil {
+			r.failed(ctx, key, app, err)
+		}
+		return err
+	}
+	r.forget(key)
+	return nil
+}
+
+// failed records a failed write once per failure: a Warning Event on the hub
+// Application, which Argo CD's UI lists under the app's events, and a log line.
+func (r *reconciler) failed(ctx context.Context, key types.NamespacedName, app client.Object, err error) {
+	r.mu.Lock()
+	last := r.written[key]
+	first := !last.failing
+	last.failing = true
+	r.written[key] = last
+	r.mu.Unlock()
+	if !first {
+		return
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "cannot write the resource tree to the hub Argo CD's cache; its UI shows no tree, or an old one, for the app", "app", key)
+	r.recorder.Eventf(app, nil, corev1.EventTypeWarning, ReasonNotWritten, "WriteResourceTree",
+		"The hub Argo CD's UI cannot show this application's resource tree: %v. Propagation and status are not affected; the write is retried.", err)
+}
+
+func (r *reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.written, key)
+}
+
+// sliceHandler enqueues, on any change of a slice, every hub Application of its old and
+// new versions: the manager's cache holds slices without their trees, so it cannot tell
+// whose tree changed; each reconcile compares what it would write with what it wrote.
+type sliceHandler struct {
+	client client.Reader
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h sliceHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
+	h.enqueue(ctx, e.Object, q)
+}
+
+func (h sliceHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
+	h.enqueue(ctx, e.ObjectOld, q)
+	h.enqueue(ctx, e.ObjectNew, q)
+}
+
+func (h sliceHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
+	h.enqueue(ctx, e.Object, q)
+}
+
+func (h sliceHandler) Generic(context.Context, event.GenericEvent, queue) {}
+
+func (h sliceHandler) enqueue(ctx context.Context, o client.Object, q queue) {
+	slice, ok := o.(*statusv1alpha1.ApplicationStatusSlice)
+	if !ok {
+		return
+	}
+	for _, e := range slice.Apps {
+		if e.Hub != nil && e.Hub.Name != "" {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Hub.Namespace, Name: e.Hub.Name}})
+			continue
+		}
+		if e.ManifestWork == "" {
+			continue
+		}
+		work := &workv1.ManifestWork{}
+		if err := h.client.Get(ctx, types.NamespacedName{Namespace: slice.Namespace, Name: e.ManifestWork}, work); err != nil {
+			continue
+		}
+		if key, ok := argoapp.ApplicationOfWork(work); ok {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
+}
+
+var _ handler.EventHandler = sliceHandler{}

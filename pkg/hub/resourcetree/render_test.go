@@ -1,0 +1,96 @@
+package resourcetree
+
+import (
+	"reflect"
+	"testing"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+)
+
+func TestRender(t *testing.T) {
+	healthy := &statusv1alpha1.Health{Status: "Healthy"}
+	for _, tt := range []struct {
+		name        string
+		entry       statusv1alpha1.AppStatus
+		wantNodes   []argocdcache.Node
+		wantManaged []argocdcache.ResourceDiff
+	}{{
+		name: "a Deployment, its ReplicaSet and Pod, under their parents, in Argo CD's order",
+		entry: statusv1alpha1.AppStatus{
+			Resources: []statusv1alpha1.ResourceStatus{
+				{Version: "v1", Kind: "Service", Namespace: "web", Name: "web", Status: "Synced", Health: healthy},
+				{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web", Status: "OutOfSync",
+					Health: &statusv1alpha1.Health{Status: "Progressing", Message: "Waiting for rollout"}, Images: []string{"nginx:1"}},
+			},
+			Nodes: []statusv1alpha1.ResourceNode{
+				{Version: "v1", Kind: "Pod", Namespace: "web", Name: "web-5d9c-x", Images: []string{"nginx:1"}, Health: healthy,
+					ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}}},
+				{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
+					ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
+			},
+		},
+		wantNodes: []argocdcache.Node{
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Namespace: "web", Name: "web-5d9c-x"}, Images: []string{"nginx:1"},
+				Health: &argocdcache.Health{Status: "Healthy"}, ParentRefs: []argocdcache.Ref{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "Service", Namespace: "web", Name: "web"}, Health: &argocdcache.Health{Status: "Healthy"}},
+			{Ref: argocdcache.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web"}, Images: []string{"nginx:1"},
+				Health: &argocdcache.Health{Status: "Progressing", Message: "Waiting for rollout"}},
+			{Ref: argocdcache.Ref{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"},
+				Health: &argocdcache.Health{Status: "Healthy"}, ParentRefs: []argocdcache.Ref{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
+		},
+		wantManaged: []argocdcache.ResourceDiff{
+			{Kind: "Service", Namespace: "web", Name: "web", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null"},
+			{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
+		},
+	}, {
+		name: "a node that repeats a managed resource, and a resource without health",
+		entry: statusv1alpha1.AppStatus{
+			Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm", Status: "Synced", Health: &statusv1alpha1.Health{}}},
+			Nodes:     []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm", Health: healthy}},
+		},
+		wantNodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm"}}},
+		wantManaged: []argocdcache.ResourceDiff{
+			{Kind: "ConfigMap", Namespace: "web", Name: "cm", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null"},
+		},
+	}, {
+		name:        "an app with no resources yet",
+		wantNodes:   []argocdcache.Node{},
+		wantManaged: []argocdcache.ResourceDiff{},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			tree, managed := Render(tt.entry)
+			// Each node has a UID, and a child's parent ref has its parent's.
+			uids := map[string]string{}
+			for _, n := range tree.Nodes {
+				if n.UID == "" || uids[fullName(n.Ref)] != "" {
+					t.Errorf("node %s: UID %q", fullName(n.Ref), n.UID)
+				}
+				uids[fullName(n.Ref)] = n.UID
+			}
+			for i, n := range tree.Nodes {
+				for j, p := range n.ParentRefs {
+					if want := uids[fullName(p)]; want != "" && p.UID != want {
+						t.Errorf("%s: parent %s has UID %q, the node %q", fullName(n.Ref), fullName(p), p.UID, want)
+					}
+					tree.Nodes[i].ParentRefs[j].UID = ""
+				}
+				tree.Nodes[i].UID = ""
+			}
+			if !reflect.DeepEqual(tree.Nodes, tt.wantNodes) {
+				t.Errorf("nodes:\n got %+v\nwant %+v", tree.Nodes, tt.wantNodes)
+			}
+			if !reflect.DeepEqual(managed, tt.wantManaged) {
+				t.Errorf("managed:\n got %+v\nwant %+v", managed, tt.wantManaged)
+			}
+			a, err := encodeEntries(Render(tt.entry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := encodeEntries(Render(tt.entry))
+			if a.digest != b.digest {
+				t.Error("two renders of one entry differ")
+			}
+		})
+	}
+}

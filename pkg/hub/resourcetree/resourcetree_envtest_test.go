@@ -1,0 +1,209 @@
+package resourcetree_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
+)
+
+const addonName = clusterreport.DefaultAddonName
+
+var shared testenv.Shared
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
+
+// TestWritesTheTreesOfPulledApps runs the controller as pkg/hub wires it (the manager's
+// cache, which keeps the slices without their trees, and the slices reader) on a real
+// apiserver, with a miniredis as the hub Argo CD's Redis, password-protected as a stock
+// install's: a pulled app's tree and managed resources are written as the hub
+// application-controller would write them, announced, kept up to date when the slice
+// changes, left alone when nothing of the app changed, removed when the app goes; an
+// app the hub Argo CD reconciles itself is never written; an unreachable Redis shows as
+// a Warning Event on the app, and the tree is written once Redis is back.
+func TestWritesTheTreesOfPulledApps(t *testing.T) {
+	env := shared.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := env.Client
+	g := testenv.NewGomega(t)
+	for _, ns := range []string{"argocd", "cluster1"} {
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
+	}
+
+	redis := miniredis.RunT(t)
+	redis.RequireAuth("s3cret")
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
+		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})).To(gomega.Succeed())
+	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
+		Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+		Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+	}}
+	testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
+		func(mgr ctrl.Manager, c client.Client) error {
+			return resourcetree.Setup(mgr, c, statusslices.NewReader(c, addonName), opts)
+		})
+
+	// Two hub apps: one pulled (skip-reconcile), one that the hub Argo CD also pushes.
+	newApp := func(name string, skip bool) *unstructured.Unstructured {
+		app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "web"},
+			"source": map[string]any{"repoURL": "https://a"},
+		}}}
+		app.SetGroupVersionKind(argoapp.ApplicationGVK)
+		app.SetNamespace("argocd")
+		app.SetName(name)
+		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		annotations := map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1"}
+		if skip {
+			annotations[argoapp.AnnotationSkipReconcile] = "true"
+		}
+		app.SetAnnotations(annotations)
+		g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
+		return app
+	}
+	pulled := newApp("cluster1-web", true)
+	pushed := newApp("cluster1-pushed", false)
+
+	// The agent's slice: a Deployment, its ReplicaSet and Pod.
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	healthy := &statusv1alpha1.Health{Status: "Healthy"}
+	pod := func(name string) statusv1alpha1.ResourceNode {
+		return statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "web", Name: name, Health: healthy, Images: []string{"nginx:1"},
+			ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}}}
+	}
+	entry := func(name string) statusv1alpha1.AppStatus {
+		return statusv1alpha1.AppStatus{
+			Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
+			ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+			Sync: statusv1alpha1.SyncStatus{Status: "Synced"}, Health: healthy,
+			Resources: []statusv1alpha1.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web",
+				Status: "Synced", Health: healthy, Images: []string{"nginx:1"}}},
+			Nodes: []statusv1alpha1.ResourceNode{
+				{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
+					ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
+				pod("web-5d9c-a"),
+			},
+		}
+	}
+	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0",
+		Apps: []statusv1alpha1.AppStatus{entry("cluster1-pushed"), entry("cluster1-web")}})
+	notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey("cluster1-web"))
+	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
+
+	treeKey := argocdcache.StoredKey(argocdcache.TreeKey("cluster1-web", 0), argocdcache.CompressionGzip)
+	tree := func(g gomega.Gomega) []string {
+		raw, err := redis.Get(treeKey)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var got argocdcache.Tree
+		g.Expect(argocdcache.Decode([]byte(raw), true, &got)).To(gomega.Succeed())
+		var nodes []string
+		for _, n := range got.Nodes {
+			node := n.Kind + " " + n.Name + " " + n.Health.Status
+			if len(n.ParentRefs) > 0 {
+				node += " under " + n.ParentRefs[0].Kind
+			}
+			nodes = append(nodes, node)
+		}
+		return nodes
+	}
+	g.Eventually(tree).Should(gomega.Equal([]string{
+		"Pod web-5d9c-a Healthy under ReplicaSet", "Deployment web Healthy", "ReplicaSet web-5d9c Healthy under Deployment",
+	}))
+	g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+	raw, err := redis.Get(argocdcache.StoredKey(argocdcache.ManagedResourcesKey("cluster1-web"), argocdcache.CompressionGzip))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var managed []argocdcache.ResourceDiff
+	g.Expect(argocdcache.Decode([]byte(raw), true, &managed)).To(gomega.Succeed())
+	g.Expect(managed).To(gomega.HaveLen(1))
+	g.Expect(managed[0].FullName()).To(gomega.Equal("apps/Deployment/web/web"))
+	g.Eventually(notes).Should(gomega.Receive(), "the write is announced, as the application-controller announces it")
+
+	// Scaled on the spoke: the new Pod is written.
+	update := func(apps ...statusv1alpha1.AppStatus) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(slice), slice)).To(gomega.Succeed())
+		slice.Apps = apps
+		slice.AppCount = int32(len(apps))
+		g.Expect(c.Update(ctx, slice)).To(gomega.Succeed())
+	}
+	scaled := entry("cluster1-web")
+	scaled.Nodes = append(scaled.Nodes, pod("web-5d9c-b"))
+	update(entry("cluster1-pushed"), scaled)
+	g.Eventually(tree).Should(gomega.ContainElement("Pod web-5d9c-b Healthy under ReplicaSet"))
+	g.Eventually(notes).Should(gomega.Receive())
+
+	// Another app's change rewrites nothing of this one.
+	otherChanged := entry("cluster1-pushed")
+	otherChanged.Health = &statusv1alpha1.Health{Status: "Degraded"}
+	update(otherChanged, scaled)
+	g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
+
+	// The app the hub Argo CD reconciles keeps its own entries.
+	g.Expect(redis.Exists(argocdcache.StoredKey(argocdcache.TreeKey("cluster1-pushed", 0), argocdcache.CompressionGzip))).To(gomega.BeFalse())
+
+	// Redis down: a Warning Event on the app; back: written again, and said so.
+	redis.Close()
+	failing := entry("cluster1-web")
+	update(entry("cluster1-pushed"), failing)
+	warnings := func(g gomega.Gomega) []string {
+		events := &eventsv1.EventList{}
+		g.Expect(c.List(ctx, events, client.InNamespace("argocd"))).To(gomega.Succeed())
+		var reasons []string
+		for _, e := range events.Items {
+			if e.Regarding.Name == pulled.GetName() && e.Regarding.Kind == "Application" {
+				reasons = append(reasons, e.Type+" "+e.Reason)
+			}
+		}
+		return reasons
+	}
+	g.Eventually(warnings).Should(gomega.ContainElement("Warning " + resourcetree.ReasonNotWritten))
+	g.Expect(redis.Restart()).To(gomega.Succeed())
+	g.Eventually(tree, 30*time.Second).Should(gomega.Not(gomega.ContainElement("Pod web-5d9c-b Healthy under ReplicaSet")))
+	g.Eventually(warnings).Should(gomega.ContainElement("Normal " + resourcetree.ReasonWritten))
+
+	// The app goes: its entries go.
+	g.Expect(c.Delete(ctx, pulled)).To(gomega.Succeed())
+	g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeFalse())
+	g.Expect(redis.Exists(argocdcache.StoredKey(argocdcache.ManagedResourcesKey("cluster1-web"), argocdcache.CompressionGzip))).To(gomega.BeFalse())
+	g.Expect(c.Delete(ctx, pushed)).To(gomega.Succeed())
+}
+
+// subscribe returns a channel of the messages published on channel.
+func subscribe(t *testing.T, addr, channel string) <-chan string {
+	t.Helper()
+	client := argocdcache.NewClient(argocdcache.ClientOptions{Addr: addr,
+		Password: func(context.Context) (string, error) { return "s3cret", nil }})
+	t.Cleanup(func() { client.Close() })
+	sub := client.Subscribe(context.Background(), channel)
+	if _, err := sub.Receive(context.Background()); err != nil {
+		t.Fatalf("subscribe to %s: %v", channel, err)
+	}
+	out := make(chan string, 16)
+	go func() {
+		for m := range sub.Channel() {
+			out <- strings.Clone(m.Channel)
+		}
+	}()
+	return out
+}

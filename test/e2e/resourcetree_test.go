@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// The hub's argocd-server, the one a user opens, shows a pulled app's resource tree with
+// the managed cluster's resources: the manager writes into the hub Argo CD's Redis what
+// the hub application-controller would write, from the agent's status slices.
+var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", Ordered, func() {
+	const (
+		app       = "resourcetree-guestbook"
+		namespace = "resourcetree"
+		placement = "resourcetree-placement"
+	)
+	var (
+		hubDyn dynamic.Interface
+		addons addonclient.Interface
+		target *fleet.ManagedCluster
+		argocd *fleet.ArgoCDClient
+	)
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(theFleet.ArgoCDServer).NotTo(BeEmpty(), "the fleet runs argocd-server on the hub")
+		target = theFleet.Clusters[0]
+
+		clusteradmEnable(ctx, target.Name)
+		DeferCleanup(func(ctx SpecContext) {
+			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "agent removed from %s", target.Name)
+		})
+
+		// The tenant gate: a Placement in the app's namespace selects the cluster.
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
+		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+
+		By("logging in to the hub's argocd-server as the UI does: POST /api/v1/session as admin, with the password of argocd-initial-admin-secret")
+		password, err := theFleet.ArgoCDAdminPassword(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		argocd, err = fleet.LoginArgoCD(ctx, theFleet.ArgoCDServer, "admin", password)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("shows the spoke's Deployment, ReplicaSet and Pods with their health, and a Pod scaled up on the spoke", func(ctx SpecContext) {
+		// The guestbook, pulled to the target cluster. Auto-sync without self-heal, so
+		// that a scale on the spoke stays (and the Deployment goes OutOfSync).
+		a := fleet.GuestbookApplication(app, theFleet.Git.URL())
+		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		a.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
+		a.SetFinalizers([]string{argoapp.ResourcesFinalizer})
+		Expect(unstructured.SetNestedField(a.Object, namespace, "spec", "destination", "namespace")).To(Succeed())
+		Expect(unstructured.SetNestedField(a.Object, false, "spec", "syncPolicy", "automated", "selfHeal")).To(Succeed())
+		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, a, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app, metav1.DeleteOptions{})).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+		})
+
+		By("GET /api/v1/applications/" + app + "/resource-tree shows the Deployment, its ReplicaSet and its Pod, Healthy")
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return treeOf(ctx, argocd, app)
+		}).Should(ContainElements(
+			"Service "+namespace+"/guestbook-ui Healthy",
+			"Deployment "+namespace+"/guestbook-ui Healthy",
+			MatchRegexp(`^ReplicaSet `+namespace+`/guestbook-ui-\w+ Healthy under Deployment guestbook-ui$`),
+			MatchRegexp(`^Pod `+namespace+`/guestbook-ui-\w+-\w+ Healthy under ReplicaSet guestbook-ui-\w+$`),
+		))
+		nodes, err := treeOf(ctx, argocd, app)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "the hub's tree of %s:\n  %s\n", app, strings.Join(nodes, "\n  "))
+		managed, err := argocd.ManagedResources(ctx, app)
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, r := range managed {
+			names = append(names, r.FullName())
+		}
+		Expect(names).To(ConsistOf("/Service/"+namespace+"/guestbook-ui", "apps/Deployment/"+namespace+"/guestbook-ui"))
+
+		By("scaled to 2 on the spoke: the new Pod appears in the hub's tree, and the Deployment shows modified")
+		scaled := time.Now()
+		_, err = target.Kube.AppsV1().Deployments(namespace).Patch(ctx, "guestbook-ui", types.MergePatchType,
+			[]byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) (int, error) {
+			nodes, err := treeOf(ctx, argocd, app)
+			return len(slices.DeleteFunc(nodes, func(n string) bool {
+				return !strings.HasPrefix(n, "Pod ") || !strings.Contains(n, " Healthy under ReplicaSet ")
+			})), err
+		}).Should(Equal(2))
+		fmt.Fprintf(GinkgoWriter, "the scaled-up Pod was in the hub's tree, Healthy, %v after the scale\n", time.Since(scaled).Round(100*time.Millisecond))
+		eventually(ctx, func(ctx context.Context) (bool, error) {
+			managed, err := argocd.ManagedResources(ctx, app)
+			return slices.ContainsFunc(managed, func(r argocdcache.ResourceDiff) bool {
+				return r.Kind == "Deployment" && r.Modified
+			}), err
+		}).Should(BeTrue(), "the managed-resources view says the Deployment differs from git")
+	})
+})
+
+// treeOf returns the nodes of the app's tree in the hub's argocd-server, each as
+// "<kind> <namespace>/<name> <health>[ under <parent kind> <parent name>]".
+func treeOf(ctx context.Context, argocd *fleet.ArgoCDClient, app string) ([]string, error) {
+	tree, err := argocd.ResourceTree(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []string
+	for _, n := range tree.Nodes {
+		node := n.Kind + " " + n.Namespace + "/" + n.Name
+		if n.Health != nil {
+			node += " " + n.Health.Status
+		}
+		if len(n.ParentRefs) > 0 {
+			node += " under " + n.ParentRefs[0].Kind + " " + n.ParentRefs[0].Name
+		}
+		nodes = append(nodes, node)
+	}
+	return nodes, nil
+}
