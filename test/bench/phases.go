@@ -301,8 +301,8 @@ const restartWindow = 30 * time.Second
 // the time until it is ready (its /readyz, which waits for its informers), until it has
 // caught up (every queue empty, and each Application reconciled by propagation and the
 // status mirror), and the writes in the restartWindow after its start. It returns the
-// new manager.
-func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, binary, kubeconfig string,
+// new manager, started with args.
+func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, binary, kubeconfig string, args []string,
 	step func(string, ...any)) (*sim.Manager, error) {
 	step("restart: stopping the manager with %d settled Applications", r.Apps)
 	manager.Stop(30 * time.Second)
@@ -312,7 +312,7 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 	}
 	ownBefore := hub.Own.Counts()
 	start := time.Now()
-	restarted, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, managerArgs...)
+	restarted, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, args...)
 	if err != nil {
 		return nil, err
 	}
