@@ -127,6 +127,11 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 			"guestbook/deployment.yaml": strings.Replace(fleet.GuestbookDeployment, "replicas: 1", "replicas: 2", 1),
 		})
 		Expect(err).NotTo(HaveOccurred())
+		// The other specs deploy the guestbook as first committed.
+		DeferCleanup(func() {
+			_, err := theFleet.Git.Commit("guestbook: one replica, as it was", map[string]string{"guestbook/deployment.yaml": fleet.GuestbookDeployment})
+			Expect(err).NotTo(HaveOccurred())
+		})
 		refresh := fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, argoapp.AnnotationRefresh)
 		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, appName, types.MergePatchType, []byte(refresh), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -113,17 +113,22 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 		}
 		Expect(names).To(ConsistOf("/Service/"+namespace+"/guestbook-ui", "apps/Deployment/"+namespace+"/guestbook-ui"))
 
-		By("scaled to 2 on the spoke: the new Pod appears in the hub's tree, and the Deployment shows modified")
+		// One replica more than git says (git's count is whatever the last commit of the
+		// guestbook holds): the new Pod shows, and the Deployment differs from git.
+		deployment, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		replicas := *deployment.Spec.Replicas + 1
+		By(fmt.Sprintf("scaled to %d on the spoke: the new Pod appears in the hub's tree, and the Deployment shows modified", replicas))
 		scaled := time.Now()
 		_, err = target.Kube.AppsV1().Deployments(namespace).Patch(ctx, "guestbook-ui", types.MergePatchType,
-			[]byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{})
+			fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		eventually(ctx, func(ctx context.Context) (int, error) {
 			nodes, err := treeOf(ctx, argocd, app)
 			return len(slices.DeleteFunc(nodes, func(n string) bool {
 				return !strings.HasPrefix(n, "Pod ") || !strings.Contains(n, " Healthy under ReplicaSet ")
 			})), err
-		}).Should(Equal(2))
+		}).Should(BeEquivalentTo(replicas))
 		fmt.Fprintf(GinkgoWriter, "the scaled-up Pod was in the hub's tree, Healthy, %v after the scale\n", time.Since(scaled).Round(100*time.Millisecond))
 		eventually(ctx, func(ctx context.Context) (bool, error) {
 			managed, err := argocd.ManagedResources(ctx, app)
