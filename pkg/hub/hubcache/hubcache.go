@@ -72,9 +72,11 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
-//     renders has, without the work agent's conditions of each manifest, which no
-//     controller reads (they read the work's conditions, and of each manifest its
-//     identity and status feedback);
+//     renders has, each manifest in its CompactManifest form (a digest, and of an
+//     Application its operation) instead of its content, which is most of a work's size
+//     (the whole Application), and without the work agent's conditions of each
+//     manifest, which no controller reads (they read the work's conditions, and of each
+//     manifest its identity and status feedback);
 //   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
@@ -158,17 +160,73 @@ func TransformApplication(obj any) (any, error) {
 	return u, nil
 }
 
-// stripWork drops a work's managed fields and the conditions of each of its manifests.
+// stripWork drops a work's managed fields and the conditions of each of its manifests,
+// and replaces each manifest with its CompactManifest.
 func stripWork(obj any) (any, error) {
 	w, ok := obj.(*workv1.ManifestWork)
 	if !ok {
 		return obj, nil
 	}
 	w.ManagedFields = nil
+	w.Spec.Workload.Manifests = CompactManifests(w.Spec.Workload.Manifests)
 	for i := range w.Status.ResourceStatus.Manifests {
 		w.Status.ResourceStatus.Manifests[i].Conditions = nil
 	}
 	return w, nil
+}
+
+// ManifestDigestKey is the field of a CompactManifest that holds the digest of the
+// manifest it stands for.
+const ManifestDigestKey = "argocd-pull.digest"
+
+// CompactManifest returns what the manager's cache holds of a work's manifest in place
+// of its content: a JSON object with the digest of the manifest's canonical encoding
+// (decoded, then encoded again: keys sorted, no spaces) at ManifestDigestKey, its kind,
+// and of an Application its operation, which the propagation controller reads (the
+// operation's baseline). Two manifests have the same compact form if and only if they
+// decode to the same JSON value (up to a collision of SHA-256), so the propagation
+// controller compares the compact forms of its render with those of the cached work,
+// and a work that anyone else changed still differs. A compact form is its own compact
+// form; a manifest that does not decode is kept as it is.
+func CompactManifest(raw []byte) []byte {
+	var object map[string]any
+	if err := json.Unmarshal(raw, &object); err != nil {
+		return raw
+	}
+	if _, compact := object[ManifestDigestKey].(string); compact {
+		if _, ok := object["apiVersion"]; !ok {
+			return raw
+		}
+	}
+	canonical, err := json.Marshal(object)
+	if err != nil {
+		return raw
+	}
+	sum := sha256.Sum256(canonical)
+	compact := map[string]any{ManifestDigestKey: resourcesDigestPrefix + hex.EncodeToString(sum[:])}
+	if kind, ok := object["kind"]; ok {
+		compact["kind"] = kind
+	}
+	if object["kind"] == argoapp.KindApplication && object["operation"] != nil {
+		compact["operation"] = object["operation"]
+	}
+	out, err := json.Marshal(compact)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// CompactManifests returns manifests, each in its CompactManifest form.
+func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
+	if len(manifests) == 0 {
+		return manifests
+	}
+	out := make([]workv1.Manifest, len(manifests))
+	for i, m := range manifests {
+		out[i] = workv1.Manifest{RawExtension: runtime.RawExtension{Raw: CompactManifest(m.Raw)}}
+	}
+	return out
 }
 
 // stripSlice keeps of a slice what the hub shows, compactly: no tree nodes, resource

@@ -1,11 +1,14 @@
 package hubcache
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -103,6 +106,8 @@ func TestStripWork(t *testing.T) {
 			Conditions:      []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Message: "Apply manifest complete"}},
 		}}},
 	}}
+	app := []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web"},"spec":{"project":"default"}}`)
+	work.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: app}}}
 	obj, err := stripWork(work)
 	if err != nil {
 		t.Fatal(err)
@@ -111,5 +116,53 @@ func TestStripWork(t *testing.T) {
 	m := got.Status.ResourceStatus.Manifests[0]
 	if len(got.Status.Conditions) != 1 || m.ResourceMeta.Name != "web" || len(m.StatusFeedbacks.Values) != 1 || m.Conditions != nil {
 		t.Errorf("status %+v", got.Status)
+	}
+	if manifests := got.Spec.Workload.Manifests; len(manifests) != 1 || string(manifests[0].Raw) != string(CompactManifest(app)) {
+		t.Errorf("manifests %s, want the compact form of the Application", manifests)
+	}
+}
+
+// TestCompactManifest: a manifest's compact form is the same for the same JSON value,
+// however encoded, and differs for any other value; it keeps the kind, and the operation
+// of an Application; it is its own compact form; what does not decode is kept.
+func TestCompactManifest(t *testing.T) {
+	app := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web","namespace":"argocd"},` +
+		`"spec":{"project":"default","source":{"repoURL":"https://example.com/repo","targetRevision":"main"}},` +
+		`"operation":{"sync":{"revision":"main"}}}`
+	compact := CompactManifest([]byte(app))
+
+	same := `{ "operation": {"sync": {"revision": "main"}}, "kind": "Application", "apiVersion": "argoproj.io/v1alpha1",
+		"spec": {"source": {"targetRevision": "main", "repoURL": "https://example.com/repo"}, "project": "default"},
+		"metadata": {"namespace": "argocd", "name": "web"}}`
+	if got := CompactManifest([]byte(same)); string(got) != string(compact) {
+		t.Errorf("the same value encoded otherwise: %s, want %s", got, compact)
+	}
+	for _, other := range []string{
+		strings.Replace(app, `"main"}}`, `"v2"}}`, 1),                   // spec.source.targetRevision
+		strings.Replace(app, `"revision":"main"`, `"revision":"v2"`, 1), // the operation
+		strings.Replace(app, `"project":"default"`, `"project":"default","extra":null`, 1),
+		strings.Replace(app, `"argocd"`, `"argocd2"`, 1),
+	} {
+		if got := CompactManifest([]byte(other)); string(got) == string(compact) {
+			t.Errorf("%s has the compact form of %s", other, app)
+		}
+	}
+	if got := CompactManifest(compact); string(got) != string(compact) {
+		t.Errorf("the compact form of a compact form: %s, want %s", got, compact)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(compact, &fields); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := fields[ManifestDigestKey].(string)
+	if fields["kind"] != "Application" || !strings.HasPrefix(digest, resourcesDigestPrefix) || fields["operation"] == nil || fields["spec"] != nil {
+		t.Errorf("compact form %s", compact)
+	}
+	if got := CompactManifest([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)); strings.Contains(string(got), "operation") ||
+		!strings.Contains(string(got), `"kind":"Namespace"`) {
+		t.Errorf("compact form of a namespace: %s", got)
+	}
+	if got := CompactManifest([]byte(`not json`)); string(got) != "not json" {
+		t.Errorf("compact form of what does not decode: %s", got)
 	}
 }
