@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,5 +165,71 @@ func TestCompactManifest(t *testing.T) {
 	}
 	if got := CompactManifest([]byte(`not json`)); string(got) != "not json" {
 		t.Errorf("compact form of what does not decode: %s", got)
+	}
+}
+
+// TestInterningKeepsContent: the cache's Application and work hold the same content as
+// the apiserver's but for what the transforms drop, and their repeated strings are one
+// copy shared by every object.
+func TestInterningKeepsContent(t *testing.T) {
+	app := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": "guestbook-with-a-long-name-0001", "namespace": "argocd",
+				"annotations": map[string]any{"apps.open-cluster-management.io/ocm-managed-cluster": "cluster1"},
+				"finalizers":  []any{"resources-finalizer.argocd.argoproj.io"}},
+			"spec": map[string]any{"project": "default", "syncPolicy": map[string]any{"automated": map[string]any{"prune": true}},
+				"source": map[string]any{"repoURL": "https://github.com/argoproj/argocd-example-apps", "path": "guestbook"}},
+			"status": map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"},
+				"history": []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"}}},
+		}}
+	}
+	first, _ := TransformApplication(app())
+	second, _ := TransformApplication(app())
+	if !equality.Semantic.DeepEqual(first, app()) {
+		t.Errorf("the cached Application differs:\n%v\nwant\n%v", first, app())
+	}
+	key := func(u any, want string) string {
+		for k := range u.(*unstructured.Unstructured).Object["spec"].(map[string]any) {
+			if k == want {
+				return k
+			}
+		}
+		return ""
+	}
+	if a, b := key(first, "syncPolicy"), key(second, "syncPolicy"); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("two cached Applications hold two copies of a key")
+	}
+	a, _, _ := unstructured.NestedString(first.(*unstructured.Unstructured).Object, "status", "sync", "status")
+	b, _, _ := unstructured.NestedString(second.(*unstructured.Unstructured).Object, "status", "sync", "status")
+	if unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("two cached Applications hold two copies of a short value")
+	}
+
+	healthy := "Healthy"
+	work := func() *workv1.ManifestWork {
+		return &workv1.ManifestWork{
+			ObjectMeta: metav1.ObjectMeta{Name: "guestbook-1a2b3", Namespace: "cluster1",
+				Labels:      map[string]string{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"},
+				Annotations: map[string]string{"apps.open-cluster-management.io/hub-application-name": "guestbook-with-a-long-name-0001"}},
+			Spec: workv1.ManifestWorkSpec{ManifestConfigs: []workv1.ManifestConfigOption{{
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: "argoproj.io", Resource: "applications", Name: "guestbook", Namespace: "argocd"},
+				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{{Name: "healthStatus", Path: ".status.health.status"}}}},
+				UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
+					ServerSideApply: &workv1.ServerSideApplyConfig{Force: true, FieldManager: "work-agent"}},
+			}}},
+			Status: workv1.ManifestWorkStatus{
+				Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", Message: "Apply manifest work complete"}},
+				ResourceStatus: workv1.ManifestResourceStatus{Manifests: []workv1.ManifestCondition{{
+					ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "guestbook", Namespace: "argocd"},
+					StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{{Name: "healthStatus",
+						Value: workv1.FieldValue{Type: workv1.String, String: &healthy}}}},
+				}}},
+			},
+		}
+	}
+	cached, _ := stripWork(work())
+	if !equality.Semantic.DeepEqual(cached, work()) {
+		t.Errorf("the cached work differs:\n%+v\nwant\n%+v", cached, work())
 	}
 }
