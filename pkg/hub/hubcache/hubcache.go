@@ -69,7 +69,8 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - Applications and ApplicationSets of the watched namespaces only, and of each
 //     Application a digest of status.resources instead of the list (ResourcesDigest):
 //     the status mirror, its only reader, compares it and writes it, and the list is
-//     most of a pulled app's size;
+//     most of a pulled app's size; and the keys and short values of every Application
+//     held once (internKeys);
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
@@ -77,7 +78,8 @@ func NewScheme() (*runtime.Scheme, error) {
 //     Application its operation) instead of its content, which is most of a work's size
 //     (the whole Application), and without the work agent's conditions of each
 //     manifest, which no controller reads (they read the work's conditions, and of each
-//     manifest its identity and status feedback);
+//     manifest its identity and status feedback); the strings every work repeats held
+//     once (internWork);
 //   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
