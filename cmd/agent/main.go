@@ -3,12 +3,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 )
@@ -26,21 +28,22 @@ func main() {
 	flag.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of Argo CD's application-controller and of its Redis password Secret")
 	flag.StringVar(&opts.ArgoCDRedis, "argocd-redis", opts.ArgoCDRedis, "address of the Redis of Argo CD's application-controller, to read the apps' resource trees; empty: argocd-redis.<argocd-namespace>.svc:6379; \""+spoke.ArgoCDRedisDisabled+"\": do not read them")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling; empty disables it")
+	flag.StringVar(&opts.SpokeKubeconfig, "kubeconfig", "", "kubeconfig of the managed cluster; empty: $KUBECONFIG, else the in-cluster config")
 	klog.InitFlags(nil)
 	flag.Parse()
 	opts.WatchNamespaces = strings.Split(watchNamespaces, ",")
-	// The managed cluster: controller-runtime's --kubeconfig flag, else $KUBECONFIG, else the
-	// in-cluster config.
-	if f := flag.Lookup("kubeconfig"); f != nil {
-		opts.SpokeKubeconfig = f.Value.String()
-	}
 	if opts.SpokeKubeconfig == "" {
 		opts.SpokeKubeconfig = os.Getenv("KUBECONFIG")
 	}
 
-	ctrl.SetLogger(klog.NewKlogr())
-	if err := spoke.Run(ctrl.SetupSignalHandler(), opts); err != nil {
-		ctrl.Log.Error(err, "agent stopped")
+	// SIGTERM (the kubelet) or SIGINT stops the agent; a second one exits at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if err := spoke.Run(ctx, opts); err != nil {
+		klog.ErrorS(err, "agent stopped")
 		os.Exit(1)
 	}
 }

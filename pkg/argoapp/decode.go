@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -172,17 +173,25 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 		Message:    r.str(operation, ".status.operationState", "message"),
 	}
 
-	for i, item := range r.list(status, ".status", "resources") {
+	// An app's resources repeat a few groups, versions, kinds, namespaces and statuses:
+	// the decoded list holds one copy of each.
+	resources := r.list(status, ".status", "resources")
+	if len(resources) > 0 {
+		out.Resources = make([]ResourceStatus, 0, len(resources))
+	}
+	for i, item := range resources {
 		path := ".status.resources[" + strconv.Itoa(i) + "]"
 		resource := r.element(item, path)
+		health := r.health(resource, path)
+		health.Status = Intern(health.Status)
 		out.Resources = append(out.Resources, ResourceStatus{
-			Group:     r.str(resource, path, "group"),
-			Version:   r.str(resource, path, "version"),
-			Kind:      r.str(resource, path, "kind"),
-			Namespace: r.str(resource, path, "namespace"),
+			Group:     Intern(r.str(resource, path, "group")),
+			Version:   Intern(r.str(resource, path, "version")),
+			Kind:      Intern(r.str(resource, path, "kind")),
+			Namespace: Intern(r.str(resource, path, "namespace")),
 			Name:      r.str(resource, path, "name"),
-			Status:    r.str(resource, path, "status"),
-			Health:    r.health(resource, path),
+			Status:    Intern(r.str(resource, path, "status")),
+			Health:    health,
 		})
 	}
 
@@ -199,6 +208,16 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 		return Status{}, fmt.Errorf("decode status of application %s/%s: %w", app.GetNamespace(), app.GetName(), r.err)
 	}
 	return out, nil
+}
+
+// Intern returns the canonical copy of s (unique.Make): for the strings that an app's
+// resources and resource tree repeat (groups, versions, kinds, namespaces, statuses),
+// so that decoded apps hold one copy of each.
+func Intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }
 
 // fieldReader reads typed fields out of unstructured content. A field of the wrong type

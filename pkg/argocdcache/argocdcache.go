@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // What Argo CD 3.2 names and how it stores (util/cache, util/cache/appstate, common).
@@ -259,11 +259,17 @@ func NewClient(opts ClientOptions) *redis.Client {
 	return redis.NewClient(o)
 }
 
+// SecretGetter reads a Secret of Argo CD's namespace: client-go's typed SecretInterface,
+// or the agent's reader, which links no typed clientset (docs/design.md, section 8).
+type SecretGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+}
+
 // PasswordFromSecret returns a ClientOptions.Password that reads the password from key of
 // the Secret name (RedisSecret and RedisPasswordKey in a stock install) at each new
 // connection, so that a rotated password is picked up; none when the Secret does not
 // exist (Redis without a password).
-func PasswordFromSecret(secrets typedcorev1.SecretInterface, name, key string) func(context.Context) (string, error) {
+func PasswordFromSecret(secrets SecretGetter, name, key string) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
 		secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

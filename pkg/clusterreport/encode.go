@@ -237,39 +237,61 @@ func planApps(apps []App) ([]*appPlan, error) {
 	return plans, nil
 }
 
-// newAppPlan orders the resources and conditions of app.
+// newAppPlan orders the resources and conditions of app. Lists already in order (see
+// SortResources) are shared with app, not copied: a plan never changes them.
 func newAppPlan(app App) *appPlan {
 	p := &appPlan{
 		app:           app,
 		conditionType: AppConditionType(app.Namespace, app.Name),
 		healthy:       app.SyncedAndHealthy() && !app.HasErrors(),
-		resources:     slices.Clone(app.Resources),
-		conditions:    slices.Clone(app.Conditions),
+		resources:     app.Resources,
+		conditions:    app.Conditions,
 	}
-	slices.SortFunc(p.resources, func(a, b argoapp.ResourceStatus) int {
-		if pa, pb := isProblem(a), isProblem(b); pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		return compareResources(a, b)
-	})
+	if !slices.IsSortedFunc(p.resources, compareResourcesInReport) {
+		p.resources = slices.Clone(p.resources)
+		slices.SortFunc(p.resources, compareResourcesInReport)
+	}
 	for _, r := range p.resources {
 		if isProblem(r) {
 			p.problems++
 		}
 	}
-	slices.SortFunc(p.conditions, func(a, b argoapp.Condition) int {
-		if ea, eb := IsErrorCondition(a.Type), IsErrorCondition(b.Type); ea != eb {
-			if ea {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Message, b.Message))
-	})
+	if !slices.IsSortedFunc(p.conditions, compareConditionsInReport) {
+		p.conditions = slices.Clone(p.conditions)
+		slices.SortFunc(p.conditions, compareConditionsInReport)
+	}
 	return p
+}
+
+// SortResources sorts resources in the order in which an app's report carries them:
+// those not Synced and Healthy first, then by group, kind, namespace, name and version.
+// The agent sorts each app's resources once, when it decodes the app, so that encoding
+// its report at every publish copies none.
+func SortResources(resources []argoapp.ResourceStatus) {
+	slices.SortFunc(resources, compareResourcesInReport)
+}
+
+// compareResourcesInReport orders resources as the report carries them.
+func compareResourcesInReport(a, b argoapp.ResourceStatus) int {
+	if pa, pb := isProblem(a), isProblem(b); pa != pb {
+		if pa {
+			return -1
+		}
+		return 1
+	}
+	return compareResources(a, b)
+}
+
+// compareConditionsInReport orders conditions as the report carries them: errors first,
+// then by type and message.
+func compareConditionsInReport(a, b argoapp.Condition) int {
+	if ea, eb := IsErrorCondition(a.Type), IsErrorCondition(b.Type); ea != eb {
+		if ea {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Message, b.Message))
 }
 
 // isProblem reports whether a resource is not Synced, or has a health other than
@@ -299,27 +321,30 @@ func (p *appPlan) render(level detail) error {
 		candidates := p.resourcesAt(level)
 		// Most apps fit with all their candidates: one encoding, no search.
 		w := p.wire(level, candidates, len(p.conditions))
-		if fits, err := fitsMessage(w); err != nil {
+		if message, fits, err := fitsMessage(w); err != nil {
 			return err
 		} else if fits {
-			return p.set(level, w)
+			p.set(level, w, message)
+			return nil
 		}
 		// The most resources that fit: a binary search over how many to keep.
 		lo, hi := 0, candidates-1
 		var best *wireApp
+		var bestMessage string
 		for lo <= hi {
 			keep := (lo + hi) / 2
 			w := p.wire(level, keep, len(p.conditions))
-			if fits, err := fitsMessage(w); err != nil {
+			if message, fits, err := fitsMessage(w); err != nil {
 				return err
 			} else if fits {
-				best, lo = w, keep+1
+				best, bestMessage, lo = w, message, keep+1
 			} else {
 				hi = keep - 1
 			}
 		}
 		if best != nil {
-			return p.set(level, best)
+			p.set(level, best, bestMessage)
+			return nil
 		}
 		if level == detailMinimal {
 			break
@@ -329,10 +354,11 @@ func (p *appPlan) render(level detail) error {
 	// first conditions that fit.
 	for keep := len(p.conditions) - 1; keep >= 0; keep-- {
 		w := p.wire(detailMinimal, 0, keep)
-		if fits, err := fitsMessage(w); err != nil {
+		if message, fits, err := fitsMessage(w); err != nil {
 			return err
 		} else if fits {
-			return p.set(detailMinimal, w)
+			p.set(detailMinimal, w, message)
+			return nil
 		}
 	}
 	return fmt.Errorf("encode report: application %s does not fit in a condition", p.app.Key())
@@ -350,12 +376,9 @@ func (p *appPlan) resourcesAt(level detail) int {
 	}
 }
 
-// set records the payload w, rendered at level, as the app's condition.
-func (p *appPlan) set(level detail, w *wireApp) error {
-	message, err := marshalCompact(w)
-	if err != nil {
-		return fmt.Errorf("encode report: application %s: %w", p.app.Key(), err)
-	}
+// set records the payload w, rendered at level and encoded as message, as the app's
+// condition.
+func (p *appPlan) set(level detail, w *wireApp, message string) {
 	status := metav1.ConditionFalse
 	switch {
 	case p.app.SyncedAndHealthy():
@@ -374,7 +397,6 @@ func (p *appPlan) set(level detail, w *wireApp) error {
 	full := min(len(p.resources), MaxResourcesPerApp)
 	p.resourcesCut = len(w.Resources) < full
 	p.warningsCut = level >= detailReduced && len(p.conditions) > p.errorCount()
-	return nil
 }
 
 // errorCount returns how many of the app's conditions are errors.
@@ -388,13 +410,13 @@ func (p *appPlan) errorCount() int {
 	return n
 }
 
-// fitsMessage reports whether the payload fits in a condition message.
-func fitsMessage(w *wireApp) (bool, error) {
+// fitsMessage encodes the payload, and reports whether it fits in a condition message.
+func fitsMessage(w *wireApp) (string, bool, error) {
 	message, err := marshalCompact(w)
 	if err != nil {
-		return false, fmt.Errorf("encode report: application %s/%s: %w", w.Namespace, w.Name, err)
+		return "", false, fmt.Errorf("encode report: application %s/%s: %w", w.Namespace, w.Name, err)
 	}
-	return len(message) <= MaxConditionMessageBytes, nil
+	return message, len(message) <= MaxConditionMessageBytes, nil
 }
 
 // wire builds the payload of the app at a detail level, with at most keepResources
@@ -445,18 +467,27 @@ func (p *appPlan) wire(level detail, keepResources, keepConditions int) *wireApp
 		}
 	}
 
-	kept := slices.Clone(p.resources[:keepResources])
-	slices.SortFunc(kept, compareResources)
-	for _, r := range kept {
-		w.Resources = append(w.Resources, []string{
-			TruncateMessage(r.Group, maxNameBytes),
-			TruncateMessage(r.Version, maxNameBytes),
-			TruncateMessage(r.Kind, maxNameBytes),
-			TruncateMessage(r.Namespace, maxNameBytes),
-			TruncateMessage(r.Name, maxNameBytes),
-			TruncateMessage(r.Status, maxStatusBytes),
-			TruncateMessage(r.Health.Status, maxStatusBytes),
-		})
+	kept := p.resources[:keepResources]
+	if !slices.IsSortedFunc(kept, compareResources) {
+		kept = slices.Clone(kept)
+		slices.SortFunc(kept, compareResources)
+	}
+	if len(kept) > 0 {
+		// One array holds the cells of every row.
+		cells := make([]string, 0, resourceColumns*len(kept))
+		w.Resources = make([][]string, 0, len(kept))
+		for _, r := range kept {
+			cells = append(cells,
+				TruncateMessage(r.Group, maxNameBytes),
+				TruncateMessage(r.Version, maxNameBytes),
+				TruncateMessage(r.Kind, maxNameBytes),
+				TruncateMessage(r.Namespace, maxNameBytes),
+				TruncateMessage(r.Name, maxNameBytes),
+				TruncateMessage(r.Status, maxStatusBytes),
+				TruncateMessage(r.Health.Status, maxStatusBytes),
+			)
+			w.Resources = append(w.Resources, cells[len(cells)-resourceColumns:len(cells):len(cells)])
+		}
 	}
 	w.ResourcesOmitted = app.ResourcesOmitted + len(p.resources) - keepResources
 

@@ -103,6 +103,7 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 		inTree[nodeKey(n.Group, n.Kind, n.Namespace, n.Name)] = n
 	}
 	managed := make(map[string]bool, len(app.Resources))
+	e.Resources = make([]statusv1alpha1.ResourceStatus, 0, len(app.Resources))
 	for _, r := range app.Resources {
 		key := nodeKey(r.Group, r.Kind, r.Namespace, r.Name)
 		managed[key] = true
@@ -124,6 +125,15 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	e.Resources = slices.CompactFunc(e.Resources, func(a, b statusv1alpha1.ResourceStatus) bool {
 		return equality.Semantic.DeepEqual(a, b)
 	})
+	children := 0
+	for _, n := range tree.Nodes {
+		if !managed[nodeKey(n.Group, n.Kind, n.Namespace, n.Name)] {
+			children++
+		}
+	}
+	if children > 0 {
+		e.Nodes = make([]statusv1alpha1.ResourceNode, 0, children)
+	}
 	for _, n := range tree.Nodes {
 		if !managed[nodeKey(n.Group, n.Kind, n.Namespace, n.Name)] {
 			e.Nodes = append(e.Nodes, normalNode(n))
@@ -167,12 +177,17 @@ func health(h argoapp.HealthStatus, messageBytes int) *statusv1alpha1.Health {
 	return &statusv1alpha1.Health{Status: TruncateMessage(h.Status, maxStatusBytes), Message: TruncateMessage(h.Message, messageBytes)}
 }
 
-// cutHealth returns a copy of h with its message cut to messageBytes.
+// cutHealth returns h with its message cut to messageBytes: h itself when nothing is cut
+// (entries share their Health values and never change one in place), else a copy.
 func cutHealth(h *statusv1alpha1.Health, messageBytes int) *statusv1alpha1.Health {
 	if h == nil {
 		return nil
 	}
-	return &statusv1alpha1.Health{Status: TruncateMessage(h.Status, maxStatusBytes), Message: TruncateMessage(h.Message, messageBytes)}
+	status, message := TruncateMessage(h.Status, maxStatusBytes), TruncateMessage(h.Message, messageBytes)
+	if status == h.Status && message == h.Message {
+		return h
+	}
+	return &statusv1alpha1.Health{Status: status, Message: message}
 }
 
 func normalResource(r statusv1alpha1.ResourceStatus) statusv1alpha1.ResourceStatus {

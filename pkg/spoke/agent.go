@@ -30,26 +30,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"open-cluster-management.io/addon-framework/pkg/lease"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	addonv1beta1client "open-cluster-management.io/api/client/addon/clientset/versioned/typed/addon/v1beta1"
-	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
@@ -95,9 +84,9 @@ type agent struct {
 	log    logr.Logger
 
 	spokeDynamic   dynamic.Interface
-	spokeDiscovery discovery.DiscoveryInterface
-	hubAddons      addonv1beta1client.ManagedClusterAddOnInterface
-	recorder       record.EventRecorder
+	spokeDiscovery discoveryClient
+	hubAddons      addonClient
+	recorder       *eventRecorder
 
 	// queue holds reportKey while a publish is due; retry, its rate limiter, paces
 	// retries.
@@ -153,24 +142,17 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	if a.spokeDynamic, err = dynamic.NewForConfig(spokeConfig); err != nil {
 		return fmt.Errorf("create the managed cluster dynamic client: %w", err)
 	}
-	if a.spokeDiscovery, err = discovery.NewDiscoveryClientForConfig(spokeConfig); err != nil {
+	if a.spokeDiscovery, err = newDiscoveryClient(spokeConfig); err != nil {
 		return fmt.Errorf("create the managed cluster discovery client: %w", err)
 	}
-	hubAddonClient, err := addonclient.NewForConfig(hubConfig)
+	hubDynamic, err := dynamic.NewForConfig(hubConfig)
 	if err != nil {
-		return fmt.Errorf("create the hub addon client: %w", err)
+		return fmt.Errorf("create the hub dynamic client: %w", err)
 	}
-	a.hubAddons = hubAddonClient.AddonV1beta1().ManagedClusterAddOns(opts.ClusterName)
-	hubKube, err := kubernetes.NewForConfig(hubConfig)
-	if err != nil {
-		return fmt.Errorf("create the hub client: %w", err)
-	}
+	a.hubAddons = addonClient{r: hubDynamic.Resource(addonGVR).Namespace(opts.ClusterName)}
 
 	// Events go to the hub, in the cluster namespace only.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: hubKube.CoreV1().Events(opts.ClusterName)})
-	a.recorder = broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: FieldManager, Host: opts.ClusterName})
+	a.recorder = newEventRecorder(hubDynamic.Resource(eventGVR), corev1.EventSource{Component: FieldManager, Host: opts.ClusterName})
 
 	a.retry = &retryBackoff{
 		exponential: workqueue.NewTypedItemExponentialFailureRateLimiter[string](tn.retryInitial, tn.retryMax),
@@ -182,32 +164,26 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	ctx, cancel := context.WithCancel(ctx)
 	defer a.wg.Wait()
 	defer cancel()
+	a.goFunc(func() { a.recorder.run(ctx) })
 
 	// The hub's lease health prober watches this Lease on the managed cluster. Its
-	// client has a timeout: the updater's requests do not follow ctx.
+	// client has a timeout, so that a request that hangs does not stop the renewals.
 	leaseConfig := rest.CopyConfig(spokeConfig)
 	leaseConfig.Timeout = tn.requestTimeout
-	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
+	leaseClient, err := dynamic.NewForConfig(leaseConfig)
 	if err != nil {
 		return fmt.Errorf("create the managed cluster lease client: %w", err)
 	}
-	a.goFunc(func() { lease.NewLeaseUpdater(leaseClient, opts.AddonName, opts.AddonNamespace).Start(ctx) })
+	a.goFunc(func() { renewLease(ctx, leaseClient.Resource(leaseGVR), opts.AddonName, opts.AddonNamespace) })
 
-	hubDynamic, err := dynamic.NewForConfig(hubConfig)
-	if err != nil {
-		return fmt.Errorf("create the hub dynamic client: %w", err)
-	}
 	if a.slices, err = newStatusSlices(hubDynamic, opts.ClusterName, opts.AddonName, a.onHubChange); err != nil {
 		return err
 	}
 	a.goFunc(func() { a.slices.informer.RunWithContext(ctx) })
 	var reader *treeReader
 	if opts.ArgoCDRedis != ArgoCDRedisDisabled {
-		spokeKube, err := kubernetes.NewForConfig(spokeConfig)
-		if err != nil {
-			return fmt.Errorf("create the managed cluster client: %w", err)
-		}
-		reader = newTreeReader(opts.ArgoCDRedis, opts.ArgoCDNamespace, spokeKube.CoreV1().Secrets(opts.ArgoCDNamespace), log)
+		secrets := dynamicSecrets{r: a.spokeDynamic.Resource(secretGVR).Namespace(opts.ArgoCDNamespace)}
+		reader = newTreeReader(opts.ArgoCDRedis, opts.ArgoCDNamespace, secrets, log)
 		defer reader.Close()
 		a.goFunc(func() {
 			reader.Watch(ctx, func(namespace, name string) {
@@ -218,13 +194,12 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	}
 	a.trees = newTrees(reader)
 
-	hubInformers := addoninformers.NewSharedInformerFactoryWithOptions(hubAddonClient, 0,
-		addoninformers.WithNamespace(opts.ClusterName),
-		addoninformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			// The hub identity may read only its own ManagedClusterAddOn.
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.AddonName).String()
-		}))
-	hubInformer := hubInformers.Addon().V1beta1().ManagedClusterAddOns().Informer()
+	// The hub identity may read only its own ManagedClusterAddOn.
+	byName := fields.OneTermEqualSelector("metadata.name", opts.AddonName).String()
+	hubInformer := newInformer(a.hubAddons.r, func(o *metav1.ListOptions) { o.FieldSelector = byName })
+	if err := hubInformer.SetTransform(typedAddon); err != nil {
+		return fmt.Errorf("transform the ManagedClusterAddOn: %w", err)
+	}
 	if _, err := hubInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.observeHubObject(obj) },
 		UpdateFunc: func(_, obj any) { a.observeHubObject(obj) },
@@ -232,7 +207,7 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	}); err != nil {
 		return fmt.Errorf("watch the ManagedClusterAddOn: %w", err)
 	}
-	hubInformers.Start(ctx.Done())
+	a.goFunc(func() { hubInformer.RunWithContext(ctx) })
 
 	a.goFunc(func() { a.watchApplicationAPI(ctx) })
 	a.goFunc(func() {
@@ -251,7 +226,6 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	for a.processNext(ctx) {
 	}
 	cancel()
-	hubInformers.Shutdown()
 	log.Info("agent stopped")
 	return nil
 }
@@ -352,7 +326,7 @@ func (a *agent) watchApplicationAPI(ctx context.Context) {
 	defer ticker.Stop()
 	started := false
 	for {
-		state, err := a.checkApplicationAPI()
+		state, err := a.checkApplicationAPI(ctx)
 		if err != nil {
 			a.log.Error(err, "ask the managed cluster for the Application API")
 		} else if previous := crdState(a.crd.Swap(int32(state))); previous != state {
@@ -372,8 +346,8 @@ func (a *agent) watchApplicationAPI(ctx context.Context) {
 }
 
 // checkApplicationAPI asks discovery whether the managed cluster serves Applications.
-func (a *agent) checkApplicationAPI() (crdState, error) {
-	resources, err := a.spokeDiscovery.ServerResourcesForGroupVersion(argoapp.GroupVersion.String())
+func (a *agent) checkApplicationAPI(ctx context.Context) (crdState, error) {
+	resources, err := a.spokeDiscovery.ServerResourcesForGroupVersion(ctx, argoapp.GroupVersion)
 	if apierrors.IsNotFound(err) {
 		return crdMissing, nil
 	}
@@ -393,14 +367,9 @@ func (a *agent) checkApplicationAPI() (crdState, error) {
 func (a *agent) startApplicationInformers(ctx context.Context) {
 	var synced []cache.InformerSynced
 	for _, ns := range a.opts.WatchNamespaces {
-		informer := dynamicinformer.NewFilteredDynamicInformer(a.spokeDynamic, argoapp.ApplicationGVR, ns, 0, cache.Indexers{}, nil).Informer()
-		// The agent reads status and metadata; managed fields are the bulk of an object.
-		if err := informer.SetTransform(func(obj any) (any, error) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				u.SetManagedFields(nil)
-			}
-			return obj, nil
-		}); err != nil {
+		informer := newInformer(a.spokeDynamic.Resource(argoapp.ApplicationGVR).Namespace(ns), noTweak)
+		// The agent keeps of each Application its identity and its decoded report.
+		if err := informer.SetTransform(compactApplication); err != nil {
 			a.log.Error(err, "set the Application informer transform", "namespace", ns)
 		}
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -428,8 +397,8 @@ func (a *agent) onApplication(objs ...any) {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
-		if m, ok := obj.(metav1.Object); ok && isFromHub(m) {
-			a.trees.invalidate(m.GetNamespace() + "/" + m.GetName())
+		if l, ok := obj.(*localApplication); ok && l.fromHub {
+			a.trees.invalidate(l.Namespace + "/" + l.Name)
 			a.enqueue()
 			return
 		}

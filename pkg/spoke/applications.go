@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -60,6 +61,49 @@ func manifestWorkOf(refs []metav1.OwnerReference) (string, bool) {
 	return "", false
 }
 
+// localApplication is what the agent's informers keep of a local Application: its
+// identity, whether it came from the hub and, when it did, its report, decoded once as it
+// arrives. Everything else of the object (its spec, status.history, the operation's sync
+// result, managed fields and annotations) is dropped before the informer stores it, so
+// that the agent holds one compact copy of each app, not the object and a decoding of it.
+type localApplication struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// fromHub is isFromHub of the Application; app is set only when it is true.
+	fromHub bool
+	app     observedApp
+}
+
+var _ runtime.Object = &localApplication{}
+
+// DeepCopyObject returns a copy that shares the decoded report, which the agent never
+// changes in place.
+func (l *localApplication) DeepCopyObject() runtime.Object {
+	out := *l
+	l.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// compactApplication is the transform of the Application informers: it turns each
+// Application into a *localApplication (tombstones keep the one they hold).
+func compactApplication(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	l := &localApplication{
+		TypeMeta: metav1.TypeMeta{APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplication},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		},
+		fromHub: isFromHub(u),
+	}
+	if l.fromHub {
+		l.app = observeApplication(u)
+	}
+	return l, nil
+}
+
 // observedApp is one local Application from the hub, as the agent read it.
 type observedApp struct {
 	report clusterreport.App
@@ -93,6 +137,9 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 	app.Sync = status.Sync
 	app.Health = status.Health
 	app.Operation = status.OperationState
+	// In the order of the report, once per version of the app rather than at every
+	// publish.
+	clusterreport.SortResources(status.Resources)
 	app.Resources = status.Resources
 	app.Conditions = status.Conditions
 	out.report = app

@@ -9,9 +9,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
@@ -40,7 +40,7 @@ const treeRetryAfter = 10 * time.Second
 // newTreeReader returns a reader of the Redis at addr, authenticated with the password
 // of Argo CD's Secret argocdcache.RedisSecret, read at each new connection; none when the
 // Secret does not exist.
-func newTreeReader(addr, argoCDNamespace string, secrets typedcorev1.SecretInterface, log logr.Logger) *treeReader {
+func newTreeReader(addr, argoCDNamespace string, secrets argocdcache.SecretGetter, log logr.Logger) *treeReader {
 	return &treeReader{
 		argoCDNamespace: argoCDNamespace,
 		log:             log,
@@ -118,15 +118,19 @@ func (r *treeReader) get(ctx context.Context, key string, v any) error {
 
 func convertNodes(nodes []argocdcache.Node) []statusv1alpha1.ResourceNode {
 	out := make([]statusv1alpha1.ResourceNode, 0, len(nodes))
+	intern := argoapp.Intern
 	for _, n := range nodes {
 		node := statusv1alpha1.ResourceNode{
-			Group: n.Group, Version: n.Version, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name, Images: n.Images,
+			Group: intern(n.Group), Version: intern(n.Version), Kind: intern(n.Kind), Namespace: intern(n.Namespace), Name: n.Name,
+		}
+		for _, image := range n.Images {
+			node.Images = append(node.Images, intern(image))
 		}
 		if n.Health != nil {
-			node.Health = &statusv1alpha1.Health{Status: n.Health.Status, Message: n.Health.Message}
+			node.Health = &statusv1alpha1.Health{Status: intern(n.Health.Status), Message: n.Health.Message}
 		}
 		for _, p := range n.ParentRefs {
-			node.ParentRefs = append(node.ParentRefs, statusv1alpha1.ResourceRef{Group: p.Group, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name})
+			node.ParentRefs = append(node.ParentRefs, statusv1alpha1.ResourceRef{Group: intern(p.Group), Kind: intern(p.Kind), Namespace: intern(p.Namespace), Name: p.Name})
 		}
 		out = append(out, node)
 	}

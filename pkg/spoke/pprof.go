@@ -7,7 +7,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/klog/v2"
 )
 
 // servePprof serves net/http/pprof on addr until ctx ends.
@@ -24,6 +24,6 @@ func servePprof(ctx context.Context, addr string) {
 		_ = server.Close()
 	}()
 	if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		ctrl.Log.Error(err, "serve pprof", "address", addr)
+		klog.FromContext(ctx).Error(err, "serve pprof", "address", addr)
 	}
 }

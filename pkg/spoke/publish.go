@@ -13,9 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -40,12 +37,8 @@ type publisher struct {
 	observations map[string]observation
 	// truncated: the last published report was cut by the budget.
 	truncated bool
-	// entries are the apps' status-channel entries as last built, by key; hubSlices what
-	// the agent computed of its slices on the hub, by name.
-	entries   map[string]entryState
-	hubSlices map[string]hubSliceState
-	// decoded are the local Applications as last decoded, by key.
-	decoded map[string]observedApp
+	// entries are the apps' status-channel entries as last built, by key.
+	entries map[string]entryState
 }
 
 // observation is the content of an app (its clusterreport.Fingerprint, computed from
@@ -58,7 +51,7 @@ type observation struct {
 
 // newPublisher returns the state of a publish loop that has published nothing.
 func newPublisher() publisher {
-	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}, hubSlices: map[string]hubSliceState{}}
+	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}}
 }
 
 // publish builds the report from what the agent sees, and applies it to the
@@ -131,24 +124,13 @@ func (a *agent) observeApplications(state crdState) []observedApp {
 		return nil
 	}
 	var apps []observedApp
-	decoded := make(map[string]observedApp, len(a.publisher.decoded))
 	for _, informer := range a.appInformers {
 		for _, obj := range informer.GetStore().List() {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok || !isFromHub(u) {
-				continue
+			if l, ok := obj.(*localApplication); ok && l.fromHub {
+				apps = append(apps, l.app)
 			}
-			// An Application is decoded once per resourceVersion.
-			key := u.GetNamespace() + "/" + u.GetName()
-			app, ok := a.publisher.decoded[key]
-			if !ok || app.resourceVersion == "" || app.resourceVersion != u.GetResourceVersion() {
-				app = observeApplication(u)
-			}
-			decoded[key] = app
-			apps = append(apps, app)
 		}
 	}
-	a.publisher.decoded = decoded
 	slices.SortFunc(apps, func(x, y observedApp) int { return strings.Compare(x.report.Key(), y.report.Key()) })
 	return apps
 }
@@ -161,7 +143,7 @@ func (a *agent) currentHub(ctx context.Context) (hubState, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
-	addon, err := a.hubAddons.Get(ctx, a.opts.AddonName, metav1.GetOptions{})
+	addon, err := a.hubAddons.Get(ctx, a.opts.AddonName)
 	if apierrors.IsNotFound(err) {
 		return hubState{known: true}, nil
 	}
@@ -215,8 +197,7 @@ func (a *agent) applyConditions(ctx context.Context, conditions []metav1.Conditi
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
-	return a.hubAddons.Patch(ctx, a.opts.AddonName, types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}, "status")
+	return a.hubAddons.ApplyStatus(ctx, a.opts.AddonName, body)
 }
 
 // recordEvents emits, on the hub, an Event for each diagnostic that failed or

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
@@ -32,25 +31,80 @@ import (
 var sliceGVR = statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)
 
 // statusSlices is what the agent knows of its slices on the hub, from their informer and
-// from its own writes.
+// from its own writes: a hubSlice of each, not the slices themselves.
 type statusSlices struct {
 	client   dynamic.ResourceInterface
 	informer cache.SharedIndexInformer
 
 	mu sync.Mutex
 	// byName are the agent's slices on the hub; a newer resourceVersion replaces an older.
-	byName map[string]*statusv1alpha1.ApplicationStatusSlice
+	byName map[string]*hubSlice
+}
+
+// hubSlice is what the agent keeps of one of its slices on the hub: what it compares
+// with the slice it would write (format, label, owner) and, for each app in the slice's
+// order, its EntrySize, digest and observedAt (clusterreport.EntryDigest). That is enough
+// to plan the slices and to tell whether one must be written, without a second copy of
+// every app's entry.
+type hubSlice struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	formatVersion int32
+	appCount      int32
+	apps          []hubSliceApp
+}
+
+type hubSliceApp struct {
+	namespace, name string
+	size            int
+	digest          [sha256.Size]byte
+	observedAt      metav1.Time
+}
+
+func (a hubSliceApp) key() string { return a.namespace + "/" + a.name }
+
+var _ runtime.Object = &hubSlice{}
+
+// DeepCopyObject returns a copy that shares the apps, which are never changed in place.
+func (h *hubSlice) DeepCopyObject() runtime.Object {
+	out := *h
+	h.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// newHubSlice returns what the agent keeps of slice, whose entries are given by entry
+// (their key, size, digest and observedAt).
+func newHubSlice(slice *statusv1alpha1.ApplicationStatusSlice, entry func(e statusv1alpha1.AppStatus) hubSliceApp) *hubSlice {
+	h := &hubSlice{
+		TypeMeta: slice.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID, ResourceVersion: slice.ResourceVersion,
+			Labels: slice.Labels, OwnerReferences: slice.OwnerReferences,
+		},
+		formatVersion: slice.FormatVersion,
+		appCount:      slice.AppCount,
+		apps:          make([]hubSliceApp, 0, len(slice.Apps)),
+	}
+	for _, e := range slice.Apps {
+		h.apps = append(h.apps, entry(e))
+	}
+	return h
+}
+
+// digestEntry is the hubSliceApp of an entry as the hub holds it.
+func digestEntry(e statusv1alpha1.AppStatus) hubSliceApp {
+	size, digest := clusterreport.EntryDigest(e)
+	return hubSliceApp{namespace: e.Namespace, name: e.Name, size: size, digest: digest, observedAt: e.ObservedAt}
 }
 
 // newStatusSlices returns the agent's view of its slices in its cluster namespace, and
 // the informer to run. A change of a slice by anyone asks for a publish.
 func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed func()) (*statusSlices, error) {
 	selector := labels.SelectorFromSet(labels.Set{statusv1alpha1.LabelAddon: addonName}).String()
-	informer := dynamicinformer.NewFilteredDynamicInformer(hub, sliceGVR, cluster, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
-	s := &statusSlices{client: hub.Resource(sliceGVR).Namespace(cluster), informer: informer,
-		byName: map[string]*statusv1alpha1.ApplicationStatusSlice{}}
-	// Hold the typed slice, without managed fields, rather than the unstructured one.
+	client := hub.Resource(sliceGVR).Namespace(cluster)
+	informer := newInformer(client, func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	s := &statusSlices{client: client, informer: informer, byName: map[string]*hubSlice{}}
+	// Hold a hubSlice, computed once per version of a slice, rather than the slice.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -60,8 +114,7 @@ func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed f
 		if err != nil {
 			return nil, err
 		}
-		slice.ManagedFields = nil
-		return slice, nil
+		return newHubSlice(slice, digestEntry), nil
 	}); err != nil {
 		return nil, fmt.Errorf("transform the slices: %w", err)
 	}
@@ -75,7 +128,7 @@ func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed f
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
 			}
-			if slice, ok := obj.(*statusv1alpha1.ApplicationStatusSlice); ok {
+			if slice, ok := obj.(*hubSlice); ok {
 				s.forget(slice.Name)
 			}
 			changed()
@@ -96,7 +149,7 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (*statusv1alpha1.Applic
 
 // observe records a slice unless a newer one is known.
 func (s *statusSlices) observe(obj any) {
-	slice, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
+	slice, ok := obj.(*hubSlice)
 	if !ok {
 		return
 	}
@@ -115,14 +168,14 @@ func (s *statusSlices) forget(name string) {
 }
 
 // snapshot returns the known slices, sorted by name.
-func (s *statusSlices) snapshot() []*statusv1alpha1.ApplicationStatusSlice {
+func (s *statusSlices) snapshot() []*hubSlice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*statusv1alpha1.ApplicationStatusSlice, 0, len(s.byName))
+	out := make([]*hubSlice, 0, len(s.byName))
 	for _, slice := range s.byName {
 		out = append(out, slice)
 	}
-	slices.SortFunc(out, func(a, b *statusv1alpha1.ApplicationStatusSlice) int {
+	slices.SortFunc(out, func(a, b *hubSlice) int {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out
@@ -143,26 +196,6 @@ type entryState struct {
 	digest             [sha256.Size]byte
 }
 
-// hubSliceState is what the agent computed of one slice on the hub, at one
-// resourceVersion: the EntrySize, digest and observedAt of each app, by key.
-type hubSliceState struct {
-	resourceVersion string
-	sizes           map[string]int
-	digests         map[string][sha256.Size]byte
-	observedAt      map[string]metav1.Time
-}
-
-func newHubSliceState(slice *statusv1alpha1.ApplicationStatusSlice) hubSliceState {
-	h := hubSliceState{resourceVersion: slice.ResourceVersion, sizes: map[string]int{},
-		digests: map[string][sha256.Size]byte{}, observedAt: map[string]metav1.Time{}}
-	for _, e := range slice.Apps {
-		key := clusterreport.EntryKey(e)
-		h.sizes[key], h.digests[key] = clusterreport.EntryDigest(e)
-		h.observedAt[key] = e.ObservedAt
-	}
-	return h
-}
-
 // publishSlices writes the slices of apps, each only when it differs from the hub's, and
 // deletes the agent's slices that hold no app any more. addon owns the slices. Only the
 // entries of apps that changed are built again, and slices are compared by digests.
@@ -175,34 +208,34 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 	}
 	p := &a.publisher
 	onHub := a.slices.snapshot()
+	// The plan needs of the slices on the hub only which apps each holds, and their sizes.
 	hubSlices := make([]clusterreport.Slice, 0, len(onHub))
-	byName := map[string]*statusv1alpha1.ApplicationStatusSlice{}
-	hubSizes := map[string]map[string]int{}
-	hubState := make(map[string]hubSliceState, len(onHub))
-	onHubByKey := map[string]hubSliceState{}
+	hubSizes := make(map[string]map[string]int, len(onHub))
+	byName := make(map[string]*hubSlice, len(onHub))
+	onHubByKey := map[string]hubSliceApp{}
 	for _, s := range onHub {
-		hubSlices = append(hubSlices, clusterreport.Slice{Name: s.Name, Apps: s.Apps})
+		held := clusterreport.Slice{Name: s.Name, Apps: make([]statusv1alpha1.AppStatus, 0, len(s.apps))}
+		sizes := make(map[string]int, len(s.apps))
+		for _, e := range s.apps {
+			held.Apps = append(held.Apps, statusv1alpha1.AppStatus{Namespace: e.namespace, Name: e.name})
+			sizes[e.key()] = e.size
+			onHubByKey[e.key()] = e
+		}
+		hubSlices = append(hubSlices, held)
+		hubSizes[s.Name] = sizes
 		byName[s.Name] = s
-		h, ok := p.hubSlices[s.Name]
-		if !ok || h.resourceVersion != s.ResourceVersion {
-			h = newHubSliceState(s)
-		}
-		hubState[s.Name] = h
-		hubSizes[s.Name] = h.sizes
-		for key := range h.digests {
-			onHubByKey[key] = h
-		}
 	}
-	p.hubSlices = hubState
 
 	entries := make([]statusv1alpha1.AppStatus, 0, len(apps))
 	sizes := make(map[string]int, len(apps))
 	current := make(map[string]entryState, len(apps))
 	for _, app := range apps {
 		key := app.report.Key()
-		tree, readAt := a.trees.get(ctx, app)
 		state, ok := p.entries[key]
-		if !ok || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
+		readAt, fresh := a.trees.fresh(app)
+		if !ok || !fresh || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
+			var tree clusterreport.Tree
+			tree, readAt = a.trees.read(ctx, app)
 			report := app.report
 			report.ObservedAt = now
 			entry := clusterreport.FitEntry(clusterreport.Entry(report, tree))
@@ -212,8 +245,8 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 			switch h, onHub := onHubByKey[key]; {
 			case ok && state.digest == digest:
 				entry.ObservedAt = state.entry.ObservedAt
-			case !ok && onHub && h.digests[key] == digest:
-				entry.ObservedAt = h.observedAt[key]
+			case !ok && onHub && h.digest == digest:
+				entry.ObservedAt = h.observedAt
 			}
 			state = entryState{appResourceVersion: app.resourceVersion, treeReadAt: readAt, entry: entry, size: size, digest: digest}
 		}
@@ -233,7 +266,7 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		keep[s.Name] = true
 		desired := clusterreport.SliceObject(owner, s)
 		current := byName[s.Name]
-		if current != nil && sameSliceByDigest(current, desired, hubState[s.Name], p.entries) {
+		if current != nil && sameSliceByDigest(current, desired, p.entries) {
 			continue
 		}
 		if gains(current, desired) {
@@ -243,17 +276,9 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		}
 	}
 	for _, desired := range append(gaining, other...) {
-		written, err := a.applySlice(ctx, desired)
-		if err != nil {
+		if err := a.applySlice(ctx, desired, p.entries); err != nil {
 			return done, err
 		}
-		h := hubSliceState{resourceVersion: written.ResourceVersion, sizes: map[string]int{},
-			digests: map[string][sha256.Size]byte{}, observedAt: map[string]metav1.Time{}}
-		for _, e := range desired.Apps {
-			key := clusterreport.EntryKey(e)
-			h.sizes[key], h.digests[key], h.observedAt[key] = p.entries[key].size, p.entries[key].digest, e.ObservedAt
-		}
-		p.hubSlices[desired.Name] = h
 		done.applied++
 	}
 	for _, s := range onHub {
@@ -266,7 +291,6 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 			return done, fmt.Errorf("delete ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, s.Name, err)
 		}
 		a.slices.forget(s.Name)
-		delete(p.hubSlices, s.Name)
 		done.deleted++
 	}
 	return done, nil
@@ -275,15 +299,16 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 // sameSliceByDigest reports whether the slice on the hub holds what desired holds: the
 // same format, label and owner, and the same apps in the same order, each with the
 // digest and observedAt of its current entry.
-func sameSliceByDigest(onHub, desired *statusv1alpha1.ApplicationStatusSlice, h hubSliceState, entries map[string]entryState) bool {
-	if onHub.FormatVersion != desired.FormatVersion || onHub.AppCount != desired.AppCount || len(onHub.Apps) != len(desired.Apps) ||
+func sameSliceByDigest(onHub *hubSlice, desired *statusv1alpha1.ApplicationStatusSlice, entries map[string]entryState) bool {
+	if onHub.formatVersion != desired.FormatVersion || onHub.appCount != desired.AppCount || len(onHub.apps) != len(desired.Apps) ||
 		onHub.Labels[statusv1alpha1.LabelAddon] != desired.Labels[statusv1alpha1.LabelAddon] ||
 		!slices.ContainsFunc(onHub.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == desired.OwnerReferences[0].UID }) {
 		return false
 	}
 	for i, e := range desired.Apps {
 		key := clusterreport.EntryKey(e)
-		if clusterreport.EntryKey(onHub.Apps[i]) != key || h.digests[key] != entries[key].digest || !h.observedAt[key].Time.Equal(e.ObservedAt.Time) {
+		h := onHub.apps[i]
+		if h.key() != key || h.digest != entries[key].digest || !h.observedAt.Time.Equal(e.ObservedAt.Time) {
 			return false
 		}
 	}
@@ -291,13 +316,13 @@ func sameSliceByDigest(onHub, desired *statusv1alpha1.ApplicationStatusSlice, h 
 }
 
 // gains reports whether desired holds an app that current does not.
-func gains(current, desired *statusv1alpha1.ApplicationStatusSlice) bool {
+func gains(current *hubSlice, desired *statusv1alpha1.ApplicationStatusSlice) bool {
 	if current == nil {
 		return true
 	}
-	held := make(map[string]bool, len(current.Apps))
-	for _, e := range current.Apps {
-		held[clusterreport.EntryKey(e)] = true
+	held := make(map[string]bool, len(current.apps))
+	for _, e := range current.apps {
+		held[e.key()] = true
 	}
 	for _, e := range desired.Apps {
 		if !held[clusterreport.EntryKey(e)] {
@@ -307,83 +332,93 @@ func gains(current, desired *statusv1alpha1.ApplicationStatusSlice) bool {
 	return false
 }
 
-// applySlice applies a slice server-side, as FieldManager, records the result and
-// returns it.
-func (a *agent) applySlice(ctx context.Context, slice *statusv1alpha1.ApplicationStatusSlice) (*statusv1alpha1.ApplicationStatusSlice, error) {
+// applySlice applies a slice server-side, as FieldManager, and records what it wrote:
+// the apps of slice, whose current entries are in entries, at the resourceVersion of
+// the answer.
+func (a *agent) applySlice(ctx context.Context, slice *statusv1alpha1.ApplicationStatusSlice, entries map[string]entryState) error {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(slice)
 	if err != nil {
-		return nil, fmt.Errorf("encode ApplicationStatusSlice %s: %w", slice.Name, err)
+		return fmt.Errorf("encode ApplicationStatusSlice %s: %w", slice.Name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.tuning.requestTimeout)
 	defer cancel()
 	applied, err := a.slices.client.Apply(ctx, slice.Name, &unstructured.Unstructured{Object: content},
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
-		return nil, fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, slice.Name, err)
+		return fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", a.opts.ClusterName, slice.Name, err)
 	}
-	written, err := sliceFromUnstructured(applied)
-	if err != nil {
-		return nil, err
-	}
-	written.ManagedFields = nil
-	a.slices.observe(written)
-	return written, nil
+	written := *slice
+	written.UID, written.ResourceVersion = applied.GetUID(), applied.GetResourceVersion()
+	a.slices.observe(newHubSlice(&written, func(e statusv1alpha1.AppStatus) hubSliceApp {
+		key := clusterreport.EntryKey(e)
+		return hubSliceApp{namespace: e.Namespace, name: e.Name, size: entries[key].size, digest: entries[key].digest, observedAt: e.ObservedAt}
+	}))
+	return nil
 }
 
-// trees caches each app's resource tree, read from Argo CD's cache when the app changed
-// (its resourceVersion), when Argo CD says its tree changed, or after treeRetryAfter
-// when it could not be read.
+// trees knows when each app's resource tree was read from Argo CD's cache, and whether
+// it must be read again: when the app changed (its resourceVersion), when Argo CD says
+// its tree changed, or after treeRetryAfter when it could not be read. It does not keep
+// the trees: an app's entry holds what it needs of its tree, and is built again only
+// after a new read.
 type trees struct {
 	reader *treeReader // nil when disabled
 
 	mu    sync.Mutex
-	byApp map[string]cachedTree
+	byApp map[string]treeRead
 }
 
-type cachedTree struct {
-	tree            clusterreport.Tree
+// treeRead is one read of an app's tree.
+type treeRead struct {
 	resourceVersion string
 	stale           bool
-	readAt          time.Time
+	// failed: the tree could not be read; it is read again after treeRetryAfter.
+	failed bool
+	at     time.Time
 }
 
 // treeDisabled is the Unavailable of every tree when the agent does not read them.
 const treeDisabled = "the agent does not read Argo CD's resource trees (--argocd-redis=" + ArgoCDRedisDisabled + ")"
 
 func newTrees(reader *treeReader) *trees {
-	return &trees{reader: reader, byApp: map[string]cachedTree{}}
+	return &trees{reader: reader, byApp: map[string]treeRead{}}
 }
 
-// get returns the tree of app, reading it when the cached one may be out of date, and
-// when it was read: a new time means a new tree.
-func (t *trees) get(ctx context.Context, app observedApp) (clusterreport.Tree, time.Time) {
+// fresh returns when the tree of app was last read, and whether that read is still
+// current. Without a reader, every tree is the same unavailable one, read at the zero
+// time.
+func (t *trees) fresh(app observedApp) (time.Time, bool) {
+	if t.reader == nil {
+		return time.Time{}, true
+	}
+	t.mu.Lock()
+	last, ok := t.byApp[app.report.Key()]
+	t.mu.Unlock()
+	return last.at, ok && !last.stale && last.resourceVersion == app.resourceVersion &&
+		(!last.failed || time.Since(last.at) < treeRetryAfter)
+}
+
+// read reads the tree of app, and returns it with the time of the read: a new time means
+// a new tree.
+func (t *trees) read(ctx context.Context, app observedApp) (clusterreport.Tree, time.Time) {
 	if t.reader == nil {
 		return clusterreport.Tree{Unavailable: treeDisabled}, time.Time{}
 	}
-	key := app.report.Key()
-	t.mu.Lock()
-	cached, ok := t.byApp[key]
-	t.mu.Unlock()
-	fresh := ok && !cached.stale && cached.resourceVersion == app.resourceVersion &&
-		(cached.tree.Unavailable == "" || time.Since(cached.readAt) < treeRetryAfter)
-	if fresh {
-		return cached.tree, cached.readAt
-	}
 	tree := t.reader.Read(ctx, app.report.Namespace, app.report.Name)
-	readAt := time.Now()
+	at := time.Now()
 	t.mu.Lock()
-	t.byApp[key] = cachedTree{tree: tree, resourceVersion: app.resourceVersion, readAt: readAt}
+	t.byApp[app.report.Key()] = treeRead{resourceVersion: app.resourceVersion, failed: tree.Unavailable != "", at: at}
 	t.mu.Unlock()
-	return tree, readAt
+	return tree, at
 }
 
 // invalidate marks the tree of an app out of date.
 func (t *trees) invalidate(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cached, ok := t.byApp[key]; ok {
-		cached.stale = true
-		t.byApp[key] = cached
+	if last, ok := t.byApp[key]; ok {
+		last.stale = true
+		t.byApp[key] = last
 	}
 }
 
@@ -391,9 +426,9 @@ func (t *trees) invalidate(key string) {
 func (t *trees) invalidateAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for key, cached := range t.byApp {
-		cached.stale = true
-		t.byApp[key] = cached
+	for key, last := range t.byApp {
+		last.stale = true
+		t.byApp[key] = last
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -94,10 +96,13 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	}
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	start := time.Now()
+	// The environment the agent's Deployment gives it (pkg/hub/addon): its memory limit
+	// as GOMEMLIMIT, and its GOGC.
+	agentEnv := []string{"GOMEMLIMIT=" + strconv.FormatInt(addon.AgentMemoryLimit.Value(), 10), "GOGC=" + addon.AgentGOGC}
 	agent, err := sim.StartProcess(dir, "agent", agentBin, []string{
 		"--hub-kubeconfig=" + hubKubeconfig, "--kubeconfig=" + spokeKubeconfig, "--cluster-name=" + agentCluster,
 		"--pprof-bind-address=" + pprofAddr, "--argocd-redis=" + redis.Addr(),
-	}, nil)
+	}, agentEnv)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ type Scale struct {
 	Name string
 	// Clusters and ApplicationSets: every ApplicationSet has one Application per cluster.
 	Clusters, ApplicationSets int
+	// ResourcesPerApp is the number of managed resources that each stand-in agent reports
+	// of each app, in its report and its status slices, with the app's resource tree.
+	ResourcesPerApp int
 	// Changes is the number of report changes whose freshness P2 measures.
 	Changes int
 	// SteadyWindow is how long P4 counts writes while nothing changes.
@@ -60,9 +63,9 @@ type Scale struct {
 }
 
 var scales = map[string]Scale{
-	"small":  {Name: "small", Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentResources: 20, AgentChanges: 10},
-	"medium": {Name: "medium", Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentResources: 20, AgentChanges: 20},
-	"full":   {Name: "full", Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentResources: 20, AgentChanges: 30},
+	"small":  {Name: "small", ResourcesPerApp: 20, Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentResources: 20, AgentChanges: 10},
+	"medium": {Name: "medium", ResourcesPerApp: 20, Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentResources: 20, AgentChanges: 20},
+	"full":   {Name: "full", ResourcesPerApp: 20, Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentResources: 20, AgentChanges: 30},
 }
 
 func main() {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
@@ -82,7 +83,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		r.PropagationCPU, r.PropagationRequests)
 
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
-		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets))
+		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets), r.Scale.ResourcesPerApp)
 		return settled == "", err
 	})
 	r.StatusSettled = time.Since(start)
@@ -97,11 +98,31 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	r.PropagationWrites = after.WritesSince(before)
+	if r.HubSlices, r.HubSliceApps, err = countSlices(ctx, hub, r.Scale.ResourcesPerApp); err != nil {
+		return err
+	}
 	if err := saveManagerMetrics(ctx, manager, filepath.Join(hub.Dir, "manager-metrics-p1.txt")); err != nil {
 		return err
 	}
 	step("P1: every hub Application and report shows its clusters after %s; hub writes: %v", since(start), r.PropagationWrites)
 	return nil
+}
+
+// countSlices counts the agents' ApplicationStatusSlices on the hub, and the apps they
+// hold complete: with every one of their resources and their tree's nodes.
+func countSlices(ctx context.Context, hub *sim.Hub, resources int) (slices, complete int, err error) {
+	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	if err := hub.Client.List(ctx, list); err != nil {
+		return 0, 0, fmt.Errorf("list ApplicationStatusSlices: %w", err)
+	}
+	for _, s := range list.Items {
+		for _, app := range s.Apps {
+			if len(app.Resources) == resources && len(app.Nodes) > 0 {
+				complete++
+			}
+		}
+	}
+	return len(list.Items), complete, nil
 }
 
 // measureSteadyState is the second half of P4: the hub writes while nothing changes.
@@ -113,7 +134,7 @@ func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err != nil {
 		return err
 	}
-	standInsBefore := standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load()
+	standInsBefore := standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -124,7 +145,7 @@ func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	r.SteadyWrites = after.WritesSince(before)
-	r.SteadyStandInWrites = standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() - standInsBefore
+	r.SteadyStandInWrites = standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - standInsBefore
 	step("P4: steady state writes: %v", r.SteadyWrites)
 	return nil
 }
@@ -146,7 +167,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 	if err != nil {
 		return err
 	}
-	reportsBefore := standIns.ReportWrites.Load()
+	reportsBefore := standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var lastCluster string
@@ -168,7 +189,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 		return err
 	}
 	r.ChangeWrites = after.WritesSince(before)
-	r.ChangeAgentWrites = standIns.ReportWrites.Load() - reportsBefore
+	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
 	r.AppLatencies, r.ReportLatencies = appWatch.Latencies(), reportWatch.Latencies()
 	step("P4: writes during P2: %v", r.ChangeWrites)
 	// The last changed cluster's addon, with its field managers: who wrote what.
@@ -280,8 +301,8 @@ const restartWindow = 30 * time.Second
 // the time until it is ready (its /readyz, which waits for its informers), until it has
 // caught up (every queue empty, and each Application reconciled by propagation and the
 // status mirror), and the writes in the restartWindow after its start. It returns the
-// new manager.
-func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, binary, kubeconfig string,
+// new manager, started with args.
+func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, binary, kubeconfig string, args []string,
 	step func(string, ...any)) (*sim.Manager, error) {
 	step("restart: stopping the manager with %d settled Applications", r.Apps)
 	manager.Stop(30 * time.Second)
@@ -291,7 +312,7 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 	}
 	ownBefore := hub.Own.Counts()
 	start := time.Now()
-	restarted, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, managerArgs...)
+	restarted, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, args...)
 	if err != nil {
 		return nil, err
 	}

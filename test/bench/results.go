@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
 
@@ -32,6 +33,12 @@ type Results struct {
 	PropagationCPU    sim.CPU
 	StatusSettled     time.Duration
 	PropagationWrites sim.Requests
+	// HubSlices are the agents' status slices on the hub once the status settled, and
+	// HubSliceApps the apps they hold with every resource and their tree.
+	HubSlices, HubSliceApps int
+	// HubTrees counts the resource trees the manager wrote into the hub Argo CD's Redis
+	// (a miniredis) by the end of P2.
+	HubTrees int
 	// WorkLatencies are the create -> work latencies of every Application, sorted.
 	WorkLatencies []time.Duration
 	// PropagationRequests are the manager's requests, reads included, until every work
@@ -117,9 +124,12 @@ func procValue(path, prefix string) int64 {
 }
 
 // isLease and isAgentReport pick the writes that are not the manager's reaction to a
-// change: the leader's lease renewals and the (stand-in) agents' own reports.
-func isLease(key string) bool       { return key == "PUT leases" }
-func isAgentReport(key string) bool { return key == "APPLY managedclusteraddons/status" }
+// change: the leader's lease renewals and the (stand-in) agents' own reports and status
+// slices.
+func isLease(key string) bool { return key == "PUT leases" }
+func isAgentReport(key string) bool {
+	return key == "APPLY managedclusteraddons/status" || key == "APPLY applicationstatusslices" || key == "DELETE applicationstatusslices"
+}
 
 // steadyPerMinute returns the writes per minute while nothing changed, without and with
 // the leader's lease renewals.
@@ -146,6 +156,12 @@ func (r *Results) Problems() []string {
 	}
 	if !r.Works.OK() {
 		problems = append(problems, "P1: "+r.Works.String())
+	}
+	if r.HubTrees != r.Apps {
+		problems = append(problems, fmt.Sprintf("P1: the hub Argo CD's cache holds the resource trees of %d of %d apps", r.HubTrees, r.Apps))
+	}
+	if r.HubSliceApps != r.Apps {
+		problems = append(problems, fmt.Sprintf("P1: the status slices hold %d of %d apps with their %d resources and tree", r.HubSliceApps, r.Apps, r.Scale.ResourcesPerApp))
 	}
 	problems = append(problems, r.ChangesLost...)
 	problems = append(problems, r.AgentChangesLost...)
@@ -179,7 +195,8 @@ func (r *Results) rows() []row {
 		{"P1 CPU per app", "manager ≤ 1 ms", fmt.Sprintf("manager %s, kube-apiserver %s, etcd %s until every work; until the status settled: manager %s, kube-apiserver %s",
 			cpuPerApp(r.PropagationCPU, "manager"), cpuPerApp(r.PropagationCPU, "kube-apiserver"), cpuPerApp(r.PropagationCPU, "etcd"),
 			cpuPerApp(r.SettledCPU, "manager"), cpuPerApp(r.SettledCPU, "kube-apiserver"))},
-		{"P1 status on the hub", "≤ 60 s", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy", r.StatusSettled.Round(100*time.Millisecond))},
+		{"P1 status on the hub", "≤ 60 s", fmt.Sprintf("%s until every hub app and report shows its clusters Synced and Healthy, every app with its %d resources (%d apps complete in %d ApplicationStatusSlices; %d resource trees in the hub Argo CD's cache)",
+			r.StatusSettled.Round(100*time.Millisecond), r.Scale.ResourcesPerApp, r.HubSliceApps, r.HubSlices, r.HubTrees)},
 		{"P2 freshness, hub Application", "p99 ≤ 3 s", latencies(r.AppLatencies)},
 		{"P2 freshness, ApplicationSet report", "p99 ≤ 3 s", latencies(r.ReportLatencies)},
 		{"P3 manager peak RSS", "≤ 256 MiB", fmt.Sprintf("%s (live Go heap at the end: %s; GOMEMLIMIT %s as the chart sets it)", mib(r.ManagerPeakRSS), mib(r.ManagerLiveHeap), mib(sim.ManagerMemoryLimit))},
@@ -187,7 +204,8 @@ func (r *Results) rows() []row {
 		{"P4 steady state", "0 writes/min", fmt.Sprintf("%.1f writes/min, plus %.0f/min leader lease renewals", others, leases)},
 		{"Restart with every app settled", "≤ 30 s, 0 writes", fmt.Sprintf("ready after %s, caught up after %s, %.0f writes in the %s after the start%s",
 			r.RestartReady.Round(100*time.Millisecond), r.RestartCaughtUp.Round(100*time.Millisecond), r.RestartWrites.Total(), restartWindow, listed(r.RestartWrites))},
-		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources", mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources)},
+		{"P5 agent peak RSS", "≤ 40 MiB", fmt.Sprintf("%s with %d local apps of %d resources (GOGC %s and GOMEMLIMIT %s as the agent's Deployment sets them)",
+			mib(r.AgentPeakRSS), r.Scale.AgentApps, r.Scale.AgentResources, addon.AgentGOGC, mib(addon.AgentMemoryLimit.Value()))},
 		{"P5 agent publish latency", "", latencies(r.AgentLatencies)},
 		{"P5 agent status size", "", fmt.Sprintf("%d bytes of ManagedClusterAddOn status (first complete report after %s)", r.AgentStatusBytes, r.AgentFirstReport.Round(100*time.Millisecond))},
 		{"P5 agent status slices latency", "", latencies(r.AgentSliceLatencies)},
@@ -233,13 +251,14 @@ ManagedCluster, ManagedClusterAddOn, PlacementDecisions), %d ApplicationSets wit
 pulled Application per cluster (%d Applications); the real addon-manager as a process
 (leader election on, as the chart runs it); in-process stand-ins for the work agent
 (applies every work, writes the Application's status feedback) and for every cluster's
-agent (publishes its report with pkg/clusterreport, server-side, as pkg/spoke does). P5
+agent (publishes its report and its ApplicationStatusSlices with pkg/clusterreport,
+server-side, as pkg/spoke does: every app with %d resources and its resource tree). P5
 runs the real agent binary against a second apiserver. The whole run took %s.
 
 | Figure | Target | Result |
 |---|---|---|
 `, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryMiB, r.Machine.Go, r.Machine.Commit, r.LoadAverage,
-		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Duration.Round(time.Second))
+		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Scale.ResourcesPerApp, r.Duration.Round(time.Second))
 	for _, row := range r.rows() {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", row.figure, row.target, row.result)
 	}
@@ -278,16 +297,19 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   with GOMEMLIMIT at the chart's memory limit, as the chart's Deployment sets it; a heap
   profile is kept in the run folder (manager-heap.pb.gz).
 - **P4** counts the apiserver's write requests (POST, PUT, PATCH, APPLY, DELETE) during
-  P2, without the agents' own report writes and the leader's lease renewals, per change
+  P2, without the agents' own report and slice writes and the leader's lease renewals, per change
   seen: %s. The steady state counts them for %s after everything settled, with nothing
   changing: %s.
 - **P5** runs the agent binary against its own apiserver with %d local Applications of
-  3 resources each, and a hub with admin credentials; its peak RSS (VmHWM), the time of
-  each change (a SyncError set on a local Application) until the hub's
-  ManagedClusterAddOn shows it, and the JSON size of that status. The agent's summary: %q.
+  %d resources each, their resource trees in a Redis as Argo CD 3 writes them, and a hub
+  with admin credentials; its peak RSS (VmHWM), the time of each change (a SyncError set
+  on a local Application) until the hub's ManagedClusterAddOn and its status slices show
+  it, and the JSON size of that status and of the slices; a heap profile is kept in the
+  run folder (agent-heap.pb.gz). The agent runs with the environment its Deployment
+  gives it (pkg/hub/addon: GOMEMLIMIT from its memory limit, GOGC). The agent's summary: %q.
 `, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites,
 		parallelWrites, restartWindow, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
-		r.Scale.AgentApps, r.AgentSummary)
+		r.Scale.AgentApps, r.Scale.AgentResources, r.AgentSummary)
 	if problems := r.Problems(); len(problems) > 0 {
 		fmt.Fprintf(&b, "\n## Wrong results\n\n- %s\n", strings.Join(problems, "\n- "))
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
 
@@ -65,7 +68,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	standIns, err := hub.StartStandIns(ctx, standInWorkers)
+	standIns, err := hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers, ResourcesPerApp: scale.ResourcesPerApp})
 	if err != nil {
 		return r, err
 	}
@@ -73,8 +76,16 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err != nil {
 		return r, err
 	}
+	// The hub Argo CD's Redis, where the manager writes the pulled apps' resource trees
+	// from the stand-ins' slices (pkg/hub/resourcetree), as on a real hub.
+	hubRedis, err := miniredis.Run()
+	if err != nil {
+		return r, err
+	}
+	defer hubRedis.Close()
+	args := append([]string{"--argocd-redis=" + hubRedis.Addr()}, managerArgs...)
 	step("starting the manager")
-	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig, managerArgs...)
+	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig, args...)
 	if err != nil {
 		return r, err
 	}
@@ -82,7 +93,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start = time.Now()
-	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+	if err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
 		n, err := sim.CountWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
 		return n >= len(clusters), err
 	}); err != nil {
@@ -100,6 +111,11 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err := measureFreshness(ctx, r, hub, standIns, clusters, appSets, step); err != nil {
 		return r, err
 	}
+	for _, key := range hubRedis.Keys() {
+		if strings.HasPrefix(key, argocdcache.TreeKeyPrefix) {
+			r.HubTrees++
+		}
+	}
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
@@ -109,7 +125,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerLiveHeap, err = managerLiveHeap(ctx, manager); err != nil {
 		return r, err
 	}
-	restarted, err := measureRestart(ctx, r, hub, manager, managerBin, kubeconfig, step)
+	restarted, err := measureRestart(ctx, r, hub, manager, managerBin, kubeconfig, args, step)
 	if restarted != nil {
 		manager = restarted // the one the deferred Stop stops
 	}

@@ -105,7 +105,7 @@ func startFleet(t *testing.T, clusters, appSets int) *fleet {
 	if f.appSets, err = hub.CreateApplicationSets(ctx, appSets); err != nil {
 		t.Fatalf("create the ApplicationSets: %v", err)
 	}
-	if f.standIns, err = hub.StartStandIns(ctx, standInWorkers); err != nil {
+	if f.standIns, err = hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers}); err != nil {
 		t.Fatalf("start the stand-ins: %v", err)
 	}
 	if f.kubeconfig, err = hub.Kubeconfig("fault-manager", "system:masters"); err != nil {
@@ -165,7 +165,7 @@ func (f *fleet) expectWorksCorrect(g *gomega.WithT, timeout time.Duration) sim.W
 // its clusters' status.
 func (f *fleet) expectStatusSettled(g *gomega.WithT, timeout time.Duration) {
 	g.Eventually(func() (string, error) {
-		return sim.StatusSettled(f.ctx, f.hub.Client, f.apps(), len(f.clusters), len(f.appSets))
+		return sim.StatusSettled(f.ctx, f.hub.Client, f.apps(), len(f.clusters), len(f.appSets), sim.DefaultResourcesPerApp)
 	}).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(gomega.BeEmpty())
 }
 

@@ -10,8 +10,10 @@
 //     generation and writes the status feedback of its Argo CD Application, as the
 //     real work agent does once Argo CD has synced it.
 //   - Agents plays the addon's agent on every cluster: it publishes the report of each
-//     cluster's Applications to the ManagedClusterAddOn status with the project's own
-//     encoder (pkg/clusterreport) and field manager, server-side, as pkg/spoke does.
+//     cluster's Applications to the ManagedClusterAddOn status, and every app with its
+//     resources (StandInOptions.ResourcesPerApp) and resource tree to the cluster's
+//     ApplicationStatusSlices, with the project's own encoder (pkg/clusterreport) and
+//     field manager, server-side, as pkg/spoke does.
 //
 // The benchmarks (test/bench) and the fault suite (test/fault) run on it. The e2e suite
 // on the local fleet (test/e2e) is where the real work agent, Argo CD and agent run.

@@ -14,10 +14,11 @@ import (
 )
 
 // StatusSettled says what does not show the clusters' status yet, or "": every one of
-// the apps hub Applications of AppNamespace Synced, Healthy and with its resources,
-// every one of the appSets ApplicationSet reports counting every one of the clusters
-// Synced and Healthy. reader is a cache or the apiserver.
-func StatusSettled(ctx context.Context, reader client.Reader, apps, clusters, appSets int) (string, error) {
+// the apps hub Applications of AppNamespace Synced, Healthy and with every one of its
+// resources (the agents report resources of each), every one of the appSets
+// ApplicationSet reports counting every one of the clusters Synced and Healthy. reader
+// is a cache or the apiserver.
+func StatusSettled(ctx context.Context, reader client.Reader, apps, clusters, appSets, resources int) (string, error) {
 	list := argoapp.NewApplicationList()
 	if err := reader.List(ctx, list, client.InNamespace(AppNamespace)); err != nil {
 		return "", err
@@ -29,9 +30,9 @@ func StatusSettled(ctx context.Context, reader client.Reader, apps, clusters, ap
 		app := &list.Items[i]
 		syncStatus, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
-		resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-		if syncStatus != "Synced" || health != "Healthy" || len(resources) == 0 {
-			return fmt.Sprintf("%s: %s/%s with %d resources", app.GetName(), syncStatus, health, len(resources)), nil
+		listed, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+		if syncStatus != "Synced" || health != "Healthy" || len(listed) != resources {
+			return fmt.Sprintf("%s: %s/%s with %d resources, want %d", app.GetName(), syncStatus, health, len(listed), resources), nil
 		}
 	}
 	reports := &appsv1alpha1.MulticlusterApplicationSetReportList{}

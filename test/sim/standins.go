@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
@@ -36,12 +38,54 @@ import (
 // SyncRevision is the revision every simulated Argo CD reports as synced.
 const SyncRevision = "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"
 
-// resourcesPerApp are the resources each simulated Application deploys, as the agent
-// reports them.
-var resourcesPerApp = []argoapp.ResourceStatus{
-	{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web", Status: "Synced", Health: argoapp.HealthStatus{Status: "Healthy"}},
-	{Version: "v1", Kind: "Service", Name: "web", Status: "Synced", Health: argoapp.HealthStatus{Status: "Healthy"}},
-	{Version: "v1", Kind: "ConfigMap", Name: "web-config", Status: "Synced"},
+// DefaultResourcesPerApp is how many resources each simulated Application deploys unless
+// StandInOptions say otherwise: the issue's size of an app (issue 12).
+const DefaultResourcesPerApp = 20
+
+// AppResources are the n managed resources of a simulated Application, as its agent
+// reports them: a Deployment and a Service, Healthy, and ConfigMaps (no health) up to n.
+func AppResources(n int) []argoapp.ResourceStatus {
+	healthy := argoapp.HealthStatus{Status: "Healthy"}
+	out := []argoapp.ResourceStatus{
+		{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web", Status: "Synced", Health: healthy},
+		{Version: "v1", Kind: "Service", Name: "web", Status: "Synced", Health: healthy},
+	}
+	for i := 0; len(out) < n; i++ {
+		out = append(out, argoapp.ResourceStatus{Version: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("web-config-%02d", i), Status: "Synced"})
+	}
+	return out[:n]
+}
+
+// AppTree is the resource tree Argo CD keeps of a simulated Application whose resources
+// are in namespace: its managed resources, and the Deployment's ReplicaSet and Pod with
+// their image.
+func AppTree(namespace string, resources []argoapp.ResourceStatus) clusterreport.Tree {
+	healthy := &statusv1alpha1.Health{Status: "Healthy"}
+	var tree clusterreport.Tree
+	for _, r := range resources {
+		node := statusv1alpha1.ResourceNode{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		if r.Health.Status != "" {
+			node.Health = healthy
+		}
+		tree.Nodes = append(tree.Nodes, node)
+	}
+	image := []string{"registry.example/fleet/web:1.2.3"}
+	tree.Nodes = append(tree.Nodes,
+		statusv1alpha1.ResourceNode{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: namespace, Name: "web-5d9c7b", Health: healthy, Images: image,
+			ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: namespace, Name: "web"}}},
+		statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: namespace, Name: "web-5d9c7b-x2x4q", Health: healthy, Images: image,
+			ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: namespace, Name: "web-5d9c7b"}}},
+	)
+	return tree
+}
+
+// StandInOptions size the stand-ins.
+type StandInOptions struct {
+	// Workers is the concurrency of each stand-in controller.
+	Workers int
+	// ResourcesPerApp is how many managed resources each agent reports of each app
+	// (AppResources); 0 means DefaultResourcesPerApp.
+	ResourcesPerApp int
 }
 
 // StandIns are the work agent and the addon agents of every simulated cluster, as
@@ -57,15 +101,25 @@ type StandIns struct {
 	injected map[string]map[string][]argoapp.Condition
 	// published is the last report each cluster's agent applied, by cluster.
 	published map[string][]metav1.Condition
+	// slices are the status slices each cluster's agent last applied, by cluster.
+	slices map[string][]clusterreport.Slice
+	// resources are what each agent reports of every app.
+	resources []argoapp.ResourceStatus
 
 	// Writes counts the stand-ins' own writes to the hub, to tell them from the
-	// manager's in the apiserver's request counts.
+	// manager's in the apiserver's request counts: the work agent's, and the agents'
+	// reports and status slices.
 	WorkStatusWrites atomic.Int64
 	ReportWrites     atomic.Int64
+	SliceWrites      atomic.Int64
 }
 
 // StartStandIns starts the stand-ins; they stop with ctx.
-func (h *Hub) StartStandIns(ctx context.Context, workers int) (*StandIns, error) {
+func (h *Hub) StartStandIns(ctx context.Context, opts StandInOptions) (*StandIns, error) {
+	workers := opts.Workers
+	if opts.ResourcesPerApp == 0 {
+		opts.ResourcesPerApp = DefaultResourcesPerApp
+	}
 	mgr, err := ctrl.NewManager(h.Config, ctrl.Options{
 		Scheme:                 h.Env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -78,6 +132,7 @@ func (h *Hub) StartStandIns(ctx context.Context, workers int) (*StandIns, error)
 	s := &StandIns{
 		hub: h, mgr: mgr, publish: make(chan event.TypedGenericEvent[string], 1024),
 		injected: map[string]map[string][]argoapp.Condition{}, published: map[string][]metav1.Condition{},
+		slices: map[string][]clusterreport.Slice{}, resources: AppResources(opts.ResourcesPerApp),
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sim-work-agent").
 		For(&workv1.ManifestWork{}).
@@ -199,7 +254,9 @@ func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Conditi
 
 // reconcileAgent plays the addon agent of one cluster: it reports the cluster's pulled
 // Applications, as the work agent applied them, synced and healthy, with their
-// resources and any injected conditions, and applies the report when it changed.
+// resources, their resource tree and any injected conditions, as pkg/spoke does: the
+// report on the ManagedClusterAddOn, applied when it changed, then the status slices,
+// each applied when it changed.
 func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcile.Result, error) {
 	works := &workv1.ManifestWorkList{}
 	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
@@ -210,7 +267,7 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	s.mu.Unlock()
 	var report clusterreport.Report
 	for i := range works.Items {
-		app, ok := reportedApp(&works.Items[i], injected)
+		app, ok := reportedApp(&works.Items[i], injected, s.resources)
 		if ok {
 			report.Apps = append(report.Apps, app)
 		}
@@ -218,12 +275,23 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	if len(report.Apps) == 0 && s.lastPublished(cluster) == nil {
 		return reconcile.Result{}, nil
 	}
+	addon, err := s.publishReport(ctx, cluster, report)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, s.publishSlices(ctx, addon, report.Apps)
+}
+
+// publishReport applies the report of cluster when it differs from the last applied, and
+// returns the cluster's ManagedClusterAddOn.
+func (s *StandIns) publishReport(ctx context.Context, cluster string, report clusterreport.Report) (*addonv1beta1.ManagedClusterAddOn, error) {
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: AddonName, Namespace: cluster}}
 	encoding, err := clusterreport.Encode(report)
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("encode the report of %s: %w", cluster, err)
+		return nil, fmt.Errorf("encode the report of %s: %w", cluster, err)
 	}
 	if slices.EqualFunc(encoding.Conditions, s.lastPublished(cluster), sameCondition) {
-		return reconcile.Result{}, nil
+		return addon, s.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(addon), addon)
 	}
 	now := metav1.Now()
 	conditions := slices.Clone(encoding.Conditions)
@@ -232,18 +300,66 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	}
 	body, err := spoke.ReportApplyPatch(AddonName, cluster, conditions)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: AddonName, Namespace: cluster}}
 	if err := s.mgr.GetClient().Status().Patch(ctx, addon, client.RawPatch(types.ApplyPatchType, body),
 		client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("apply the report of %s: %w", cluster, err)
+		return nil, fmt.Errorf("apply the report of %s: %w", cluster, err)
 	}
 	s.ReportWrites.Add(1)
 	s.mu.Lock()
 	s.published[cluster] = encoding.Conditions
 	s.mu.Unlock()
-	return reconcile.Result{}, nil
+	return addon, nil
+}
+
+// publishSlices plays the agent's status channel (docs/design.md, 8a): every app of the
+// cluster, complete, with its tree, in ApplicationStatusSlices that the addon owns,
+// planned with pkg/clusterreport as pkg/spoke plans them; a slice is applied,
+// server-side, only when it changed, and deleted when it holds no app any more.
+func (s *StandIns) publishSlices(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn, apps []clusterreport.App) error {
+	cluster := addon.Namespace
+	entries := make([]statusv1alpha1.AppStatus, 0, len(apps))
+	for _, app := range apps {
+		entries = append(entries, clusterreport.FitEntry(clusterreport.Entry(app, AppTree(app.Name, app.Resources))))
+	}
+	s.mu.Lock()
+	onHub := s.slices[cluster]
+	s.mu.Unlock()
+	plan := clusterreport.PlanSlices(AddonName, onHub, entries)
+	previous := make(map[string]clusterreport.Slice, len(onHub))
+	for _, p := range onHub {
+		previous[p.Name] = p
+	}
+	for _, p := range plan {
+		desired := clusterreport.SliceObject(addon, p)
+		if last, ok := previous[p.Name]; ok && clusterreport.SameSlice(clusterreport.SliceObject(addon, last), desired) {
+			delete(previous, p.Name)
+			continue
+		}
+		delete(previous, p.Name)
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+		if err != nil {
+			return fmt.Errorf("encode ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
+		}
+		unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+		if err := s.mgr.GetClient().Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: content}),
+			client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
+			return fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
+		}
+		s.SliceWrites.Add(1)
+	}
+	for name := range previous {
+		gone := &statusv1alpha1.ApplicationStatusSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}
+		if err := s.mgr.GetClient().Delete(ctx, gone); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete ApplicationStatusSlice %s/%s: %w", cluster, name, err)
+		}
+		s.SliceWrites.Add(1)
+	}
+	s.mu.Lock()
+	s.slices[cluster] = plan
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *StandIns) lastPublished(cluster string) []metav1.Condition {
@@ -256,8 +372,9 @@ func sameCondition(a, b metav1.Condition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
-// reportedApp is the agent's report of the Application that work carries, once applied.
-func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condition) (clusterreport.App, bool) {
+// reportedApp is the agent's report of the Application that work carries, once applied:
+// its resources, in a namespace of the app's name, and injected conditions.
+func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condition, resources []argoapp.ResourceStatus) (clusterreport.App, bool) {
 	hubName := work.Annotations[argoapp.AnnotationHubApplicationName]
 	if hubName == "" || meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied) == nil || work.DeletionTimestamp != nil {
 		return clusterreport.App{}, false
@@ -271,17 +388,21 @@ func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condit
 		if json.Unmarshal(m.Raw, &payload) != nil || payload.Kind != argoapp.KindApplication {
 			continue
 		}
-		return clusterreport.App{
+		app := clusterreport.App{
 			Namespace: payload.Metadata.Namespace, Name: payload.Metadata.Name,
 			HubNamespace: work.Annotations[argoapp.AnnotationHubApplicationNamespace], HubName: hubName,
 			ApplicationSet: work.Annotations[argoapp.AnnotationHostingApplicationSet],
 			ManifestWork:   work.Name,
 			Sync:           argoapp.SyncStatus{Status: "Synced", Revision: SyncRevision},
 			Health:         argoapp.HealthStatus{Status: "Healthy"},
-			Resources:      slices.Clone(resourcesPerApp),
+			Resources:      slices.Clone(resources),
 			Conditions:     injected[hubName],
 			ObservedAt:     work.CreationTimestamp.UTC(),
-		}, true
+		}
+		for i := range app.Resources {
+			app.Resources[i].Namespace = app.Name
+		}
+		return app, true
 	}
 	return clusterreport.App{}, false
 }

@@ -58,6 +58,18 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %v, want %v", c.Args, wantArgs)
 	}
+	// The Go runtime's soft memory limit is the container's, and the heap grows by half
+	// between two collections.
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if ref := env["GOMEMLIMIT"].ValueFrom; ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" {
+		t.Errorf("GOMEMLIMIT = %+v, want the container's memory limit", env["GOMEMLIMIT"])
+	}
+	if env["GOGC"].Value != AgentGOGC || c.Resources.Limits.Memory().Cmp(AgentMemoryLimit) != 0 {
+		t.Errorf("GOGC = %q, memory limit %v", env["GOGC"].Value, c.Resources.Limits.Memory())
+	}
 	if got := d.Spec.Template.Spec.Volumes[0].Secret.SecretName; got != "argocd-pull-hub-kubeconfig" {
 		t.Errorf("hub kubeconfig secret = %q", got)
 	}

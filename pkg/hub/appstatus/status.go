@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
@@ -129,26 +130,9 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		deleteNested(status, "sync", "revisions")
 		deleteNested(status, "health", "message")
 		deleteNested(status, "operationState", "message")
-		delete(status, "resources")
+		setResources(status, nil)
 	} else {
-		if len(s.Resources) > 0 {
-			resources := make([]any, 0, len(s.Resources))
-			for _, r := range s.Resources {
-				row := map[string]any{"kind": r.Kind, "name": r.Name, "version": r.Version}
-				setOrDelete(row, "group", r.Group)
-				setOrDelete(row, "namespace", r.Namespace)
-				setOrDelete(row, "status", r.Status)
-				if r.Health.Status != "" {
-					health := map[string]any{"status": r.Health.Status}
-					setOrDelete(health, "message", r.Health.Message)
-					row["health"] = health
-				}
-				resources = append(resources, row)
-			}
-			status["resources"] = resources
-		} else {
-			delete(status, "resources")
-		}
+		setResources(status, resourceList(s.Resources))
 	}
 
 	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
@@ -164,6 +148,42 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	}
 	status["reconciledAt"] = now.UTC().Format(time.RFC3339)
 	return true, holding
+}
+
+// resourceList returns status.resources of the resources.
+func resourceList(rs []argoapp.ResourceStatus) []any {
+	if len(rs) == 0 {
+		return nil
+	}
+	resources := make([]any, 0, len(rs))
+	for _, r := range rs {
+		row := map[string]any{"kind": r.Kind, "name": r.Name, "version": r.Version}
+		setOrDelete(row, "group", r.Group)
+		setOrDelete(row, "namespace", r.Namespace)
+		setOrDelete(row, "status", r.Status)
+		if r.Health.Status != "" {
+			health := map[string]any{"status": r.Health.Status}
+			setOrDelete(health, "message", r.Health.Message)
+			row["health"] = health
+		}
+		resources = append(resources, row)
+	}
+	return resources
+}
+
+// setResources sets status.resources to resources, or removes it when there are none.
+// An Application from the manager's cache holds a digest of the list instead
+// (hubcache.ResourcesDigest): a list equal to it stays the digest, so that neither the
+// comparison nor the merge patch sees a change; another replaces it.
+func setResources(status map[string]any, resources []any) {
+	if hubcache.SameResources(status["resources"], resources) {
+		return
+	}
+	if len(resources) == 0 {
+		delete(status, "resources")
+		return
+	}
+	status["resources"] = resources
 }
 
 // equalStatus compares the statuses of two versions of an app, reconciledAt aside.

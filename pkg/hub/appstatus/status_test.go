@@ -1,12 +1,15 @@
 package appstatus
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
@@ -150,5 +153,85 @@ func TestApplyStatusOperationFinishedAt(t *testing.T) {
 	ApplyStatus(app, op("Running", "2026-05-01T12:05:00Z"), now.Add(5*time.Minute))
 	if got := finishedAt(); got != "" {
 		t.Errorf("a new running operation keeps finishedAt %q", got)
+	}
+}
+
+// TestApplyStatusOnTheCachedDigest: an Application from the manager's cache holds a
+// digest of status.resources (hubcache.ResourcesDigest). The same resources change
+// nothing, and the merge patch carries no resources when something else changes; other
+// resources replace the digest with the list; none remove the field, which the merge
+// patch then sets to null.
+func TestApplyStatusOnTheCachedDigest(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	state := observed.State{
+		SyncStatus: "Synced", SyncRevision: "r1", HealthStatus: "Healthy", Reported: true,
+		Resources: []argoapp.ResourceStatus{
+			{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "x", Name: "web", Status: "Synced", Health: argoapp.HealthStatus{Status: "Healthy"}},
+			{Version: "v1", Kind: "ConfigMap", Namespace: "x", Name: "web", Status: "Synced"},
+		},
+	}
+	// The app as the apiserver has it, after a first mirror.
+	live := argoapp.NewApplication()
+	live.Object["status"] = map[string]any{"health": map[string]any{"status": "Healthy"}}
+	ApplyStatus(live, Desired{State: state}, now)
+	cached := func() *unstructured.Unstructured {
+		obj, err := hubcache.TransformApplication(live.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		app := obj.(*unstructured.Unstructured)
+		if digest, _, _ := unstructured.NestedString(app.Object, "status", "resources"); digest == "" {
+			t.Fatalf("the cache holds status.resources %v, want a digest", app.Object["status"])
+		}
+		return app
+	}
+	patch := func(before, after *unstructured.Unstructured) map[string]any {
+		raw, err := client.MergeFrom(before).Data(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	app := cached()
+	if changed, _ := ApplyStatus(app, Desired{State: state}, now.Add(time.Minute)); changed {
+		t.Errorf("the same resources changed the cached status: %v", app.Object["status"])
+	}
+
+	app = cached()
+	before := app.DeepCopy()
+	degraded := state
+	degraded.HealthStatus = "Degraded"
+	if changed, _ := ApplyStatus(app, Desired{State: degraded}, now.Add(time.Minute)); !changed {
+		t.Fatal("no change for a new health")
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(patch(before, app), "status", "resources"); found {
+		t.Errorf("the patch of a new health carries status.resources: %v", patch(before, app))
+	}
+
+	app = cached()
+	before = app.DeepCopy()
+	outOfSync := state
+	outOfSync.Resources = []argoapp.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "x", Name: "web", Status: "OutOfSync"}}
+	if changed, _ := ApplyStatus(app, Desired{State: outOfSync}, now.Add(time.Minute)); !changed {
+		t.Fatal("no change for new resources")
+	}
+	if resources, _, _ := unstructured.NestedSlice(patch(before, app), "status", "resources"); len(resources) != 1 {
+		t.Errorf("the patch of new resources carries %v", resources)
+	}
+
+	app = cached()
+	before = app.DeepCopy()
+	none := state
+	none.Resources = nil
+	if changed, _ := ApplyStatus(app, Desired{State: none}, now.Add(time.Minute)); !changed {
+		t.Fatal("no change when the resources went")
+	}
+	if value, found, _ := unstructured.NestedFieldNoCopy(patch(before, app), "status", "resources"); !found || value != nil {
+		t.Errorf("the patch when the resources went carries status.resources %v (found %t), want null", value, found)
 	}
 }

@@ -138,7 +138,7 @@ func (r *Decoder) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, _ := r.decodeLocked(addon)
-	app := FindApp(e.apps, work.Name, hub)
+	app := findApp(e.apps, work.Name, hub)
 	switch {
 	case app != nil && e.rejected[app.Key()] != nil:
 		return Observation{App: app, Rejection: &Rejection{Err: e.rejected[app.Key()], LastGood: true}}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
@@ -48,8 +49,10 @@ func (r *Rejection) Condition(cluster string) argoapp.Condition {
 }
 
 // Decoder decodes the agents' reports, once per resourceVersion of each
-// ManagedClusterAddOn, and keeps the result. It is safe for concurrent use; the report
-// controller and the status mirror share one.
+// ManagedClusterAddOn, and keeps the result: which apps each report holds, and the
+// condition that carries each, decoded again when an app is asked for. It holds no decoded
+// copy of the reports, which the manager's cache holds already. It is safe for concurrent
+// use; the report controller and the status mirror share one.
 type Decoder struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]decoded
@@ -78,8 +81,8 @@ func (r *Decoder) WithSlices(s SliceFinder) *Decoder {
 type decoded struct {
 	resourceVersion string
 	// apps are the apps that decoded, and the last good version of those whose entry
-	// was rejected.
-	apps []clusterreport.App
+	// was rejected, sorted by key.
+	apps []reportedApp
 	err  error
 	// whole is the error of a report rejected as a whole (too large); every app of the
 	// cluster is then rejected.
@@ -93,6 +96,47 @@ type decoded struct {
 	scope *clusterreport.Scope
 	// published is true when the agent has written any of its conditions.
 	published bool
+}
+
+// reportedApp is an app of a decoded report: what finds it, and the condition that
+// carries it. The condition's message is the string of the addon the decoder was given
+// (the manager's cache), not a copy.
+type reportedApp struct {
+	namespace, name, manifestWork string
+	hub                           types.NamespacedName
+	condition                     metav1.Condition
+}
+
+func (a reportedApp) key() string { return a.namespace + "/" + a.name }
+
+// app decodes the app again; it decoded when it was kept.
+func (a reportedApp) app() clusterreport.App {
+	app, err := clusterreport.DecodeApp(a.condition)
+	if err != nil {
+		// Not reached: only conditions that decoded are kept.
+		return clusterreport.App{Namespace: a.namespace, Name: a.name, ManifestWork: a.manifestWork,
+			HubNamespace: a.hub.Namespace, HubName: a.hub.Name}
+	}
+	return app
+}
+
+// keptApps returns the apps of a decoded report, each with the condition that carries it.
+func keptApps(apps []clusterreport.App, conditions []metav1.Condition) []reportedApp {
+	byType := make(map[string]metav1.Condition, len(conditions))
+	for _, c := range conditions {
+		if clusterreport.IsAppCondition(c.Type) {
+			byType[c.Type] = c
+		}
+	}
+	out := make([]reportedApp, 0, len(apps))
+	for _, app := range apps {
+		out = append(out, reportedApp{
+			namespace: app.Namespace, name: app.Name, manifestWork: app.ManifestWork,
+			hub:       types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName},
+			condition: byType[clusterreport.AppConditionType(app.Namespace, app.Name)],
+		})
+	}
+	return out
 }
 
 // NewDecoder returns an empty decoder cache.
@@ -121,7 +165,10 @@ func (r *Decoder) Get(addon *addonv1beta1.ManagedClusterAddOn) (apps []clusterre
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, first := r.decodeLocked(addon)
-	return e.apps, e.err, first
+	for _, a := range e.apps {
+		apps = append(apps, a.app())
+	}
+	return apps, e.err, first
 }
 
 // ClaimError returns the error of decoding the addon's current version, to the first
@@ -150,7 +197,8 @@ func (r *Decoder) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decod
 		return e, false
 	}
 	report, err := clusterreport.Decode(addon.Status.Conditions)
-	e = decoded{resourceVersion: addon.ResourceVersion, apps: report.Apps, err: err, scope: report.Scope, published: published(addon.Status.Conditions)}
+	e = decoded{resourceVersion: addon.ResourceVersion, apps: keptApps(report.Apps, addon.Status.Conditions), err: err,
+		scope: report.Scope, published: published(addon.Status.Conditions)}
 	if err != nil {
 		e.keepLastGood(r.entries[key].apps)
 	}
@@ -162,28 +210,28 @@ func (r *Decoder) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decod
 // whose entry e.err rejected: all of them when the whole report was rejected, else
 // those whose rejected condition is of their type. A rejected entry of an app the hub
 // never decoded cannot be told apart from garbage; it only shows in e.err.
-func (e *decoded) keepLastGood(previous []clusterreport.App) {
+func (e *decoded) keepLastGood(previous []reportedApp) {
 	e.rejected = map[string]error{}
 	decodedNow := map[string]bool{}
 	for _, app := range e.apps {
-		decodedNow[app.Key()] = true
+		decodedNow[app.key()] = true
 	}
 	for _, de := range clusterreport.DecodeErrors(e.err) {
 		for _, app := range previous {
-			if decodedNow[app.Key()] || e.rejected[app.Key()] != nil {
+			if decodedNow[app.key()] || e.rejected[app.key()] != nil {
 				continue
 			}
-			if de.ConditionType == "" || de.ConditionType == clusterreport.AppConditionType(app.Namespace, app.Name) {
+			if de.ConditionType == "" || de.ConditionType == clusterreport.AppConditionType(app.namespace, app.name) {
 				e.apps = append(e.apps, app)
-				e.rejected[app.Key()] = de
+				e.rejected[app.key()] = de
 			}
 		}
 		if de.ConditionType == "" {
 			e.whole = de
 		}
 	}
-	slices.SortFunc(e.apps, func(a, b clusterreport.App) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	slices.SortFunc(e.apps, func(a, b reportedApp) int {
+		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
 	})
 }
 
@@ -194,15 +242,17 @@ func (r *Decoder) Forget(namespace, name string) {
 	delete(r.entries, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
-// FindApp returns the app of a report that the ManifestWork workName carries, or that
-// points back to the hub Application hub; nil when the cluster has not reported it.
-func FindApp(apps []clusterreport.App, workName string, hub types.NamespacedName) *clusterreport.App {
-	i := slices.IndexFunc(apps, func(a clusterreport.App) bool {
-		return (workName != "" && a.ManifestWork == workName) ||
-			(a.HubName != "" && a.HubNamespace == hub.Namespace && a.HubName == hub.Name)
+// findApp returns the app of a decoded report that the ManifestWork workName carries, or
+// that points back to the hub Application hub, decoded; nil when the cluster has not
+// reported it.
+func findApp(apps []reportedApp, workName string, hub types.NamespacedName) *clusterreport.App {
+	i := slices.IndexFunc(apps, func(a reportedApp) bool {
+		return (workName != "" && a.manifestWork == workName) ||
+			(a.hub.Name != "" && a.hub == hub)
 	})
 	if i < 0 {
 		return nil
 	}
-	return &apps[i]
+	app := apps[i].app()
+	return &app
 }

@@ -11,8 +11,6 @@ package statusslices
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,29 +31,29 @@ import (
 // part of it out. It ends in "Warning", so Argo CD's UI shows it as a warning.
 const ConditionTruncated = "StatusTruncatedWarning"
 
-// Reader finds apps in the slices of the hub's cache. It decodes each slice once per
-// resourceVersion. It is safe for concurrent use.
+// Reader finds apps in the slices of the hub's cache. It holds no copy of them: it
+// checks each slice once per resourceVersion (DecodeSlices) and converts only the entry
+// it finds. It is safe for concurrent use.
 type Reader struct {
 	client    client.Reader
 	addonName string
 
 	mu sync.Mutex
-	// decoded are the decoded slices of each cluster namespace, by UID: those of the last
-	// Find in that namespace, so that a deleted slice is forgotten at the next.
-	decoded map[string]map[types.UID]decodedSlice
+	// checked are the slices of each cluster namespace that DecodeSlices accepted or
+	// rejected, by UID: those of the last Find in that namespace, so that a deleted slice
+	// is forgotten at the next.
+	checked map[string]map[types.UID]checkedSlice
 }
 
-type decodedSlice struct {
-	name            string
+type checkedSlice struct {
 	resourceVersion string
-	apps            []clusterreport.App
 	err             error
 }
 
 // NewReader returns a reader of the slices of addonName, from c (the client that reads
 // through the manager's cache, hubcache.NewClient).
 func NewReader(c client.Reader, addonName string) *Reader {
-	return &Reader{client: c, addonName: addonName, decoded: map[string]map[types.UID]decodedSlice{}}
+	return &Reader{client: c, addonName: addonName, checked: map[string]map[types.UID]checkedSlice{}}
 }
 
 // Find returns the app of cluster's slices that the ManifestWork workName carries, or
@@ -75,48 +73,76 @@ type SliceVersion struct {
 // holds it.
 func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, SliceVersion) {
 	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	// Read-only: the cache's slices, not copies.
 	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
 		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, SliceVersion{}
 	}
-	var found *clusterreport.App
+	var found *statusv1alpha1.AppStatus
 	var foundIn SliceVersion
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	previous := r.decoded[cluster]
-	current := make(map[types.UID]decodedSlice, len(list.Items))
-	r.decoded[cluster] = current
 	for i := range list.Items {
 		s := &list.Items[i]
-		d, ok := previous[s.UID]
-		if !ok || d.resourceVersion != s.ResourceVersion {
-			d = decode(s)
+		if r.check(cluster, s) != nil {
+			continue
 		}
-		current[s.UID] = d
-		for _, app := range d.apps {
-			if (workName != "" && app.ManifestWork == workName) || (app.HubName != "" && app.HubNamespace == hub.Namespace && app.HubName == hub.Name) {
-				// An app in two slices (an agent that stopped between two writes): the one
-				// observed last.
-				if found == nil || app.ObservedAt.After(found.ObservedAt) {
-					found, foundIn = &app, SliceVersion{Name: d.name, ResourceVersion: d.resourceVersion}
-				}
+		for j := range s.Apps {
+			e := &s.Apps[j]
+			matches := (workName != "" && e.ManifestWork == workName) ||
+				(e.Hub != nil && e.Hub.Name != "" && e.Hub.Namespace == hub.Namespace && e.Hub.Name == hub.Name)
+			// An app in two slices (an agent that stopped between two writes): the one
+			// observed last.
+			if matches && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
+				found, foundIn = e, SliceVersion{Name: s.Name, ResourceVersion: s.ResourceVersion}
 			}
 		}
 	}
-	return found, foundIn
+	r.forgetOthers(cluster, list.Items)
+	if found == nil {
+		return nil, SliceVersion{}
+	}
+	app := AppOf(*found)
+	return &app, foundIn
 }
 
-// decode decodes a slice; it has no apps when it does not decode.
-func decode(s *statusv1alpha1.ApplicationStatusSlice) decodedSlice {
-	entries, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*s})
-	d := decodedSlice{name: s.Name, resourceVersion: s.ResourceVersion, err: err}
-	for _, e := range entries {
-		d.apps = append(d.apps, AppOf(e))
+// check returns the error of DecodeSlices for slice s of cluster, computed once per
+// resourceVersion.
+func (r *Reader) check(cluster string, s *statusv1alpha1.ApplicationStatusSlice) error {
+	r.mu.Lock()
+	c, ok := r.checked[cluster][s.UID]
+	r.mu.Unlock()
+	if ok && c.resourceVersion == s.ResourceVersion {
+		return c.err
 	}
-	slices.SortFunc(d.apps, func(a, b clusterreport.App) int {
-		return strings.Compare(a.Key(), b.Key())
-	})
-	return d
+	_, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*s})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.checked[cluster] == nil {
+		r.checked[cluster] = map[types.UID]checkedSlice{}
+	}
+	r.checked[cluster][s.UID] = checkedSlice{resourceVersion: s.ResourceVersion, err: err}
+	return err
+}
+
+// forgetOthers forgets the checks of cluster's slices that are not in current.
+func (r *Reader) forgetOthers(cluster string, current []statusv1alpha1.ApplicationStatusSlice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	checked := r.checked[cluster]
+	if len(checked) == len(current) {
+		return
+	}
+	keep := make(map[types.UID]bool, len(current))
+	for i := range current {
+		keep[current[i].UID] = true
+	}
+	for uid := range checked {
+		if !keep[uid] {
+			delete(checked, uid)
+		}
+	}
+	if len(checked) == 0 {
+		delete(r.checked, cluster)
+	}
 }
 
 // AppOf returns a slice's entry as the hub's view of an app: every resource with its
