@@ -256,9 +256,9 @@ func newAppPlan(app App) *appPlan {
 			p.problems++
 		}
 	}
-	if !slices.IsSortedFunc(p.conditions, compareConditionsInReport) {
+	if !slices.IsSortedFunc(p.conditions, compareConditions) {
 		p.conditions = slices.Clone(p.conditions)
-		slices.SortFunc(p.conditions, compareConditionsInReport)
+		slices.SortFunc(p.conditions, compareConditions)
 	}
 	return p
 }
@@ -280,18 +280,6 @@ func compareResourcesInReport(a, b argoapp.ResourceStatus) int {
 		return 1
 	}
 	return compareResources(a, b)
-}
-
-// compareConditionsInReport orders conditions as the report carries them: errors first,
-// then by type and message.
-func compareConditionsInReport(a, b argoapp.Condition) int {
-	if ea, eb := IsErrorCondition(a.Type), IsErrorCondition(b.Type); ea != eb {
-		if ea {
-			return -1
-		}
-		return 1
-	}
-	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Message, b.Message))
 }
 
 // isProblem reports whether a resource is not Synced, or has a health other than

@@ -1,14 +1,18 @@
 package spoke
 
 import (
+	"context"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -147,4 +151,91 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 		out.reconciledAt = t
 	}
 	return out
+}
+
+// watchApplicationAPI checks, at start and every crdCheckInterval, whether the managed
+// cluster serves the Application API. It starts the Application informers when it first
+// does, and asks for a publish whenever the answer changes.
+func (a *agent) watchApplicationAPI(ctx context.Context) {
+	ticker := time.NewTicker(a.tuning.crdCheckInterval)
+	defer ticker.Stop()
+	started := false
+	for {
+		state, err := a.checkApplicationAPI(ctx)
+		if err != nil {
+			a.log.Error(err, "ask the managed cluster for the Application API")
+		} else if previous := crdState(a.crd.Swap(int32(state))); previous != state {
+			a.log.Info("Application API", "served", state == crdPresent)
+			if state == crdPresent && !started {
+				started = true
+				a.startApplicationInformers(ctx)
+			}
+			a.enqueue()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// checkApplicationAPI asks discovery whether the managed cluster serves Applications.
+func (a *agent) checkApplicationAPI(ctx context.Context) (crdState, error) {
+	resources, err := a.spokeDiscovery.ServerResourcesForGroupVersion(ctx, argoapp.GroupVersion)
+	if apierrors.IsNotFound(err) {
+		return crdMissing, nil
+	}
+	if err != nil {
+		return crdUnknown, fmt.Errorf("discover %s: %w", argoapp.GroupVersion, err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == argoapp.ResourceApplications {
+			return crdPresent, nil
+		}
+	}
+	return crdMissing, nil
+}
+
+// startApplicationInformers starts one Application informer per watched namespace, and
+// asks for a publish once all have synced.
+func (a *agent) startApplicationInformers(ctx context.Context) {
+	var synced []cache.InformerSynced
+	for _, ns := range a.opts.WatchNamespaces {
+		informer := newInformer(a.spokeDynamic.Resource(argoapp.ApplicationGVR).Namespace(ns), noTweak)
+		// The agent keeps of each Application its identity and its decoded report.
+		if err := informer.SetTransform(compactApplication); err != nil {
+			a.log.Error(err, "set the Application informer transform", "namespace", ns)
+		}
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { a.onApplication(obj) },
+			UpdateFunc: func(old, obj any) { a.onApplication(old, obj) },
+			DeleteFunc: func(obj any) { a.onApplication(obj) },
+		}); err != nil {
+			a.log.Error(err, "watch Applications", "namespace", ns)
+		}
+		a.appInformers = append(a.appInformers, informer)
+		synced = append(synced, informer.HasSynced)
+		a.goFunc(func() { informer.RunWithContext(ctx) })
+	}
+	a.goFunc(func() {
+		if cache.WaitForCacheSync(ctx.Done(), synced...) {
+			a.appsSynced.Store(true)
+			a.enqueue()
+		}
+	})
+}
+
+// onApplication asks for a publish when one of the objects came from the hub.
+func (a *agent) onApplication(objs ...any) {
+	for _, obj := range objs {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if l, ok := obj.(*localApplication); ok && l.fromHub {
+			a.trees.invalidate(l.Namespace + "/" + l.Name)
+			a.enqueue()
+			return
+		}
+	}
 }

@@ -155,3 +155,94 @@ func (r *treeReader) Watch(ctx context.Context, changed func(namespace, name str
 		}
 	}
 }
+
+// trees knows when each app's resource tree was read from Argo CD's cache, and whether
+// it must be read again: when the app changed (its resourceVersion), when Argo CD says
+// its tree changed, or after treeRetryAfter when it could not be read. It does not keep
+// the trees: an app's entry holds what it needs of its tree, and is built again only
+// after a new read.
+type trees struct {
+	reader *treeReader // nil when disabled
+
+	mu    sync.Mutex
+	byApp map[string]treeRead
+}
+
+// treeRead is one read of an app's tree.
+type treeRead struct {
+	resourceVersion string
+	stale           bool
+	// failed: the tree could not be read; it is read again after treeRetryAfter.
+	failed bool
+	at     time.Time
+}
+
+// treeDisabled is the Unavailable of every tree when the agent does not read them.
+const treeDisabled = "the agent does not read Argo CD's resource trees (--argocd-redis=" + ArgoCDRedisDisabled + ")"
+
+func newTrees(reader *treeReader) *trees {
+	return &trees{reader: reader, byApp: map[string]treeRead{}}
+}
+
+// fresh returns when the tree of app was last read, and whether that read is still
+// current. Without a reader, every tree is the same unavailable one, read at the zero
+// time.
+func (t *trees) fresh(app observedApp) (time.Time, bool) {
+	if t.reader == nil {
+		return time.Time{}, true
+	}
+	t.mu.Lock()
+	last, ok := t.byApp[app.report.Key()]
+	t.mu.Unlock()
+	return last.at, ok && !last.stale && last.resourceVersion == app.resourceVersion &&
+		(!last.failed || time.Since(last.at) < treeRetryAfter)
+}
+
+// read reads the tree of app, and returns it with the time of the read: a new time means
+// a new tree.
+func (t *trees) read(ctx context.Context, app observedApp) (clusterreport.Tree, time.Time) {
+	if t.reader == nil {
+		return clusterreport.Tree{Unavailable: treeDisabled}, time.Time{}
+	}
+	tree := t.reader.Read(ctx, app.report.Namespace, app.report.Name)
+	at := time.Now()
+	t.mu.Lock()
+	t.byApp[app.report.Key()] = treeRead{resourceVersion: app.resourceVersion, failed: tree.Unavailable != "", at: at}
+	t.mu.Unlock()
+	return tree, at
+}
+
+// invalidate marks the tree of an app out of date.
+func (t *trees) invalidate(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last, ok := t.byApp[key]; ok {
+		last.stale = true
+		t.byApp[key] = last
+	}
+}
+
+// invalidateAll marks every tree out of date (a full resync).
+func (t *trees) invalidateAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, last := range t.byApp {
+		last.stale = true
+		t.byApp[key] = last
+	}
+}
+
+// retain forgets the trees of apps that are gone.
+func (t *trees) retain(apps []observedApp) {
+	keep := make(map[string]bool, len(apps))
+	for _, app := range apps {
+		keep[app.report.Key()] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key := range t.byApp {
+		if !keep[key] {
+			delete(t.byApp, key)
+		}
+	}
+}

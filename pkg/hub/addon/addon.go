@@ -57,9 +57,6 @@ type Options struct {
 	ArgoCDNamespace string
 }
 
-// argoCDRedisSecret is the Secret of Argo CD's Redis password, which the agent reads.
-const argoCDRedisSecret = "argocd-redis"
-
 // agentAddon renders the agent's manifests for each cluster; see Manifests.
 type agentAddon struct {
 	opts      Options

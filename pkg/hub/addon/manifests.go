@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -132,7 +133,7 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 	// The apps' resource trees: the password of Argo CD's Redis, and no other Secret.
 	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-			ResourceNames: []string{argoCDRedisSecret}, Verbs: []string{"get"}},
+			ResourceNames: []string{argocdcache.RedisSecret}, Verbs: []string{"get"}},
 	)...)
 	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -87,14 +88,14 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	}
 
 	// The password of Argo CD's Redis, for the resource trees, and no other Secret.
-	for _, name := range []string{argoCDRedisSecret, "argocd-secret"} {
+	for _, name := range []string{argocdcache.RedisSecret, "argocd-secret"} {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.ArgoCDNamespace}, Data: map[string][]byte{"auth": []byte("x")}}
 		if _, err := admin.CoreV1().Secrets(v.ArgoCDNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	secrets := agent.CoreV1().Secrets(v.ArgoCDNamespace)
-	if _, err := secrets.Get(ctx, argoCDRedisSecret, metav1.GetOptions{}); err != nil {
+	if _, err := secrets.Get(ctx, argocdcache.RedisSecret, metav1.GetOptions{}); err != nil {
 		t.Errorf("the agent cannot read the Redis password: %v", err)
 	}
 	if _, err := secrets.Get(ctx, "argocd-secret", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
@@ -103,7 +104,7 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	if _, err := secrets.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list the Secrets: %v, want forbidden", err)
 	}
-	if _, err := agent.CoreV1().Secrets("team-a").Get(ctx, argoCDRedisSecret, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+	if _, err := agent.CoreV1().Secrets("team-a").Get(ctx, argocdcache.RedisSecret, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("get a Secret of that name in another namespace: %v, want forbidden", err)
 	}
 }
