@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,13 +69,17 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - Applications and ApplicationSets of the watched namespaces only, and of each
 //     Application a digest of status.resources instead of the list (ResourcesDigest):
 //     the status mirror, its only reader, compares it and writes it, and the list is
-//     most of a pulled app's size;
+//     most of a pulled app's size; and the keys and short values of every Application
+//     held once (internKeys);
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
-//     renders has, without the work agent's conditions of each manifest, which no
-//     controller reads (they read the work's conditions, and of each manifest its
-//     identity and status feedback);
+//     renders has, each manifest in its CompactManifest form (a digest, and of an
+//     Application its operation) instead of its content, which is most of a work's size
+//     (the whole Application), and without the work agent's conditions of each
+//     manifest, which no controller reads (they read the work's conditions, and of each
+//     manifest its identity and status feedback); the strings every work repeats held
+//     once (internWork);
 //   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
@@ -155,20 +160,170 @@ func TransformApplication(obj any) (any, error) {
 			status["resources"] = ResourcesDigest(resources)
 		}
 	}
+	internKeys(u.Object)
 	return u, nil
 }
 
-// stripWork drops a work's managed fields and the conditions of each of its manifests.
+// internKeys makes every key of the maps in v, and every string value of at most
+// internedValueLength bytes, the one copy that argoapp.Intern holds: each Application
+// decodes its own copy of the same few hundred keys ("metadata", "annotations", the
+// annotations' names...) and short values ("Synced", "Healthy", "argocd"), which made up
+// a fifth of a cached Application. Assigning a map's entry again with an equal key
+// stores the key given (Go updates string keys on assignment).
+func internKeys(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for key, value := range v {
+			internKeys(value)
+			if s, ok := value.(string); ok && len(s) <= internedValueLength {
+				value = argoapp.Intern(s)
+			}
+			v[argoapp.Intern(key)] = value
+		}
+	case []any:
+		for i, value := range v {
+			internKeys(value)
+			if s, ok := value.(string); ok && len(s) <= internedValueLength {
+				v[i] = argoapp.Intern(s)
+			}
+		}
+	}
+}
+
+// internedValueLength is the length of the longest string value of an Application
+// that the cache interns: statuses, kinds, namespaces, short names.
+const internedValueLength = 16
+
+// stripWork drops a work's managed fields and the conditions of each of its manifests,
+// and replaces each manifest with its CompactManifest.
 func stripWork(obj any) (any, error) {
 	w, ok := obj.(*workv1.ManifestWork)
 	if !ok {
 		return obj, nil
 	}
 	w.ManagedFields = nil
+	w.Spec.Workload.Manifests = CompactManifests(w.Spec.Workload.Manifests)
 	for i := range w.Status.ResourceStatus.Manifests {
 		w.Status.ResourceStatus.Manifests[i].Conditions = nil
 	}
+	internWork(w)
 	return w, nil
+}
+
+// internWork makes the strings that every pulled work repeats the one copy that
+// argoapp.Intern holds: the keys of its labels and annotations, and short values; the
+// identities, feedback rules and update strategies of its manifests; the types, reasons
+// and messages of its conditions; the feedback names and short values.
+func internWork(w *workv1.ManifestWork) {
+	intern := argoapp.Intern
+	internShort := func(s string) string {
+		if len(s) <= internedValueLength {
+			return intern(s)
+		}
+		return s
+	}
+	for _, m := range []map[string]string{w.Labels, w.Annotations} {
+		for key, value := range m {
+			m[intern(key)] = internShort(value)
+		}
+	}
+	for i := range w.Finalizers {
+		w.Finalizers[i] = intern(w.Finalizers[i])
+	}
+	for i := range w.Spec.ManifestConfigs {
+		config := &w.Spec.ManifestConfigs[i]
+		id := &config.ResourceIdentifier
+		id.Group, id.Resource, id.Namespace = intern(id.Group), intern(id.Resource), internShort(id.Namespace)
+		config.FeedbackScrapeType = workv1.FeedbackScrapeType(intern(string(config.FeedbackScrapeType)))
+		for j := range config.FeedbackRules {
+			rule := &config.FeedbackRules[j]
+			rule.Type = workv1.FeedBackType(intern(string(rule.Type)))
+			for k := range rule.JsonPaths {
+				path := &rule.JsonPaths[k]
+				path.Name, path.Version, path.Path = intern(path.Name), intern(path.Version), intern(path.Path)
+			}
+		}
+		if strategy := config.UpdateStrategy; strategy != nil {
+			strategy.Type = workv1.UpdateStrategyType(intern(string(strategy.Type)))
+			if ssa := strategy.ServerSideApply; ssa != nil {
+				ssa.FieldManager = intern(ssa.FieldManager)
+			}
+		}
+	}
+	for i := range w.Status.Conditions {
+		c := &w.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), internShort(c.Message)
+		c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+	}
+	for i := range w.Status.ResourceStatus.Manifests {
+		m := &w.Status.ResourceStatus.Manifests[i]
+		meta := &m.ResourceMeta
+		meta.Group, meta.Version, meta.Kind, meta.Resource, meta.Namespace =
+			intern(meta.Group), intern(meta.Version), intern(meta.Kind), intern(meta.Resource), internShort(meta.Namespace)
+		for j := range m.StatusFeedbacks.Values {
+			value := &m.StatusFeedbacks.Values[j]
+			value.Name = intern(value.Name)
+			value.Value.Type = workv1.ValueType(intern(string(value.Value.Type)))
+			if value.Value.String != nil {
+				short := internShort(*value.Value.String)
+				value.Value.String = &short
+			}
+		}
+	}
+}
+
+// ManifestDigestKey is the field of a CompactManifest that holds the digest of the
+// manifest it stands for.
+const ManifestDigestKey = "argocd-pull.digest"
+
+// CompactManifest returns what the manager's cache holds of a work's manifest in place
+// of its content: a JSON object with the digest of the manifest's canonical encoding
+// (decoded, then encoded again: keys sorted, no spaces) at ManifestDigestKey, its kind,
+// and of an Application its operation, which the propagation controller reads (the
+// operation's baseline). Two manifests have the same compact form if and only if they
+// decode to the same JSON value (up to a collision of SHA-256), so the propagation
+// controller compares the compact forms of its render with those of the cached work,
+// and a work that anyone else changed still differs. A compact form is its own compact
+// form; a manifest that does not decode is kept as it is.
+func CompactManifest(raw []byte) []byte {
+	var object map[string]any
+	if err := json.Unmarshal(raw, &object); err != nil {
+		return raw
+	}
+	if _, compact := object[ManifestDigestKey].(string); compact {
+		if _, ok := object["apiVersion"]; !ok {
+			return raw
+		}
+	}
+	canonical, err := json.Marshal(object)
+	if err != nil {
+		return raw
+	}
+	sum := sha256.Sum256(canonical)
+	compact := map[string]any{ManifestDigestKey: resourcesDigestPrefix + hex.EncodeToString(sum[:])}
+	if kind, ok := object["kind"]; ok {
+		compact["kind"] = kind
+	}
+	if object["kind"] == argoapp.KindApplication && object["operation"] != nil {
+		compact["operation"] = object["operation"]
+	}
+	out, err := json.Marshal(compact)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// CompactManifests returns manifests, each in its CompactManifest form.
+func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
+	if len(manifests) == 0 {
+		return manifests
+	}
+	out := make([]workv1.Manifest, len(manifests))
+	for i, m := range manifests {
+		out[i] = workv1.Manifest{RawExtension: runtime.RawExtension{Raw: CompactManifest(m.Raw)}}
+	}
+	return out
 }
 
 // stripSlice keeps of a slice what the hub shows, compactly: no tree nodes, resource

@@ -1,11 +1,15 @@
 package hubcache
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -103,6 +107,8 @@ func TestStripWork(t *testing.T) {
 			Conditions:      []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Message: "Apply manifest complete"}},
 		}}},
 	}}
+	app := []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web"},"spec":{"project":"default"}}`)
+	work.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: app}}}
 	obj, err := stripWork(work)
 	if err != nil {
 		t.Fatal(err)
@@ -111,5 +117,119 @@ func TestStripWork(t *testing.T) {
 	m := got.Status.ResourceStatus.Manifests[0]
 	if len(got.Status.Conditions) != 1 || m.ResourceMeta.Name != "web" || len(m.StatusFeedbacks.Values) != 1 || m.Conditions != nil {
 		t.Errorf("status %+v", got.Status)
+	}
+	if manifests := got.Spec.Workload.Manifests; len(manifests) != 1 || string(manifests[0].Raw) != string(CompactManifest(app)) {
+		t.Errorf("manifests %s, want the compact form of the Application", manifests)
+	}
+}
+
+// TestCompactManifest: a manifest's compact form is the same for the same JSON value,
+// however encoded, and differs for any other value; it keeps the kind, and the operation
+// of an Application; it is its own compact form; what does not decode is kept.
+func TestCompactManifest(t *testing.T) {
+	app := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web","namespace":"argocd"},` +
+		`"spec":{"project":"default","source":{"repoURL":"https://example.com/repo","targetRevision":"main"}},` +
+		`"operation":{"sync":{"revision":"main"}}}`
+	compact := CompactManifest([]byte(app))
+
+	same := `{ "operation": {"sync": {"revision": "main"}}, "kind": "Application", "apiVersion": "argoproj.io/v1alpha1",
+		"spec": {"source": {"targetRevision": "main", "repoURL": "https://example.com/repo"}, "project": "default"},
+		"metadata": {"namespace": "argocd", "name": "web"}}`
+	if got := CompactManifest([]byte(same)); string(got) != string(compact) {
+		t.Errorf("the same value encoded otherwise: %s, want %s", got, compact)
+	}
+	for _, other := range []string{
+		strings.Replace(app, `"main"}}`, `"v2"}}`, 1),                   // spec.source.targetRevision
+		strings.Replace(app, `"revision":"main"`, `"revision":"v2"`, 1), // the operation
+		strings.Replace(app, `"project":"default"`, `"project":"default","extra":null`, 1),
+		strings.Replace(app, `"argocd"`, `"argocd2"`, 1),
+	} {
+		if got := CompactManifest([]byte(other)); string(got) == string(compact) {
+			t.Errorf("%s has the compact form of %s", other, app)
+		}
+	}
+	if got := CompactManifest(compact); string(got) != string(compact) {
+		t.Errorf("the compact form of a compact form: %s, want %s", got, compact)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(compact, &fields); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := fields[ManifestDigestKey].(string)
+	if fields["kind"] != "Application" || !strings.HasPrefix(digest, resourcesDigestPrefix) || fields["operation"] == nil || fields["spec"] != nil {
+		t.Errorf("compact form %s", compact)
+	}
+	if got := CompactManifest([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)); strings.Contains(string(got), "operation") ||
+		!strings.Contains(string(got), `"kind":"Namespace"`) {
+		t.Errorf("compact form of a namespace: %s", got)
+	}
+	if got := CompactManifest([]byte(`not json`)); string(got) != "not json" {
+		t.Errorf("compact form of what does not decode: %s", got)
+	}
+}
+
+// TestInterningKeepsContent: the cache's Application and work hold the same content as
+// the apiserver's but for what the transforms drop, and their repeated strings are one
+// copy shared by every object.
+func TestInterningKeepsContent(t *testing.T) {
+	app := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": "guestbook-with-a-long-name-0001", "namespace": "argocd",
+				"annotations": map[string]any{"apps.open-cluster-management.io/ocm-managed-cluster": "cluster1"},
+				"finalizers":  []any{"resources-finalizer.argocd.argoproj.io"}},
+			"spec": map[string]any{"project": "default", "syncPolicy": map[string]any{"automated": map[string]any{"prune": true}},
+				"source": map[string]any{"repoURL": "https://github.com/argoproj/argocd-example-apps", "path": "guestbook"}},
+			"status": map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"},
+				"history": []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"}}},
+		}}
+	}
+	first, _ := TransformApplication(app())
+	second, _ := TransformApplication(app())
+	if !equality.Semantic.DeepEqual(first, app()) {
+		t.Errorf("the cached Application differs:\n%v\nwant\n%v", first, app())
+	}
+	key := func(u any, want string) string {
+		for k := range u.(*unstructured.Unstructured).Object["spec"].(map[string]any) {
+			if k == want {
+				return k
+			}
+		}
+		return ""
+	}
+	if a, b := key(first, "syncPolicy"), key(second, "syncPolicy"); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("two cached Applications hold two copies of a key")
+	}
+	a, _, _ := unstructured.NestedString(first.(*unstructured.Unstructured).Object, "status", "sync", "status")
+	b, _, _ := unstructured.NestedString(second.(*unstructured.Unstructured).Object, "status", "sync", "status")
+	if unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("two cached Applications hold two copies of a short value")
+	}
+
+	healthy := "Healthy"
+	work := func() *workv1.ManifestWork {
+		return &workv1.ManifestWork{
+			ObjectMeta: metav1.ObjectMeta{Name: "guestbook-1a2b3", Namespace: "cluster1",
+				Labels:      map[string]string{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"},
+				Annotations: map[string]string{"apps.open-cluster-management.io/hub-application-name": "guestbook-with-a-long-name-0001"}},
+			Spec: workv1.ManifestWorkSpec{ManifestConfigs: []workv1.ManifestConfigOption{{
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: "argoproj.io", Resource: "applications", Name: "guestbook", Namespace: "argocd"},
+				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{{Name: "healthStatus", Path: ".status.health.status"}}}},
+				UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
+					ServerSideApply: &workv1.ServerSideApplyConfig{Force: true, FieldManager: "work-agent"}},
+			}}},
+			Status: workv1.ManifestWorkStatus{
+				Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", Message: "Apply manifest work complete"}},
+				ResourceStatus: workv1.ManifestResourceStatus{Manifests: []workv1.ManifestCondition{{
+					ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "guestbook", Namespace: "argocd"},
+					StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{{Name: "healthStatus",
+						Value: workv1.FieldValue{Type: workv1.String, String: &healthy}}}},
+				}}},
+			},
+		}
+	}
+	cached, _ := stripWork(work())
+	if !equality.Semantic.DeepEqual(cached, work()) {
+		t.Errorf("the cached work differs:\n%+v\nwant\n%+v", cached, work())
 	}
 }

@@ -205,6 +205,8 @@ func keepOperationBaseline(desired, existing *workv1.ManifestWork) {
 }
 
 // payloadOperation returns .operation of the Application that a work carries, or nil.
+// A work from the cache carries its manifests in their hubcache.CompactManifest form,
+// which keeps the kind and operation of an Application.
 func payloadOperation(work *workv1.ManifestWork) any {
 	for _, manifest := range work.Spec.Workload.Manifests {
 		var object struct {

@@ -57,15 +57,19 @@ func (r *reconciler) spokeApplicationOwner(ctx context.Context, app *unstructure
 	if !ok {
 		return nil, nil
 	}
+	// The key names the work's namespace (its cluster), so the works of that namespace
+	// hold every work that applies the same spoke Application: a cache index of the
+	// works by their key would cost an entry for each work, for a lookup that the
+	// namespace index of the cache already narrows to one cluster. They are only read.
 	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.InNamespace(desired.Namespace), client.MatchingFields{indexBySpokeApplication: key}); err != nil {
+	if err := r.client.List(ctx, works, client.InNamespace(desired.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list the ManifestWorks of spoke application %s: %w", key, err)
 	}
 	self := client.ObjectKeyFromObject(app)
 	var owner, ours *workv1.ManifestWork
 	for i := range works.Items {
 		work := &works.Items[i]
-		if work.DeletionTimestamp != nil {
+		if k, ok := spokeApplicationKey(work); !ok || k != key || work.DeletionTimestamp != nil {
 			continue
 		}
 		hubApp, ok := argoapp.ApplicationOfWork(work)

@@ -1,6 +1,7 @@
 package propagation
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,6 +12,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -72,6 +74,13 @@ func TestWorkUpToDate(t *testing.T) {
 		}, true},
 		{"a manifest differs", func(w *workv1.ManifestWork) {
 			w.Spec.Workload.Manifests[0].Raw = []byte(`{"kind":"Application"}`)
+		}, false},
+		{"the cache's compact form of the same manifests", func(w *workv1.ManifestWork) {
+			w.Spec.Workload.Manifests = hubcache.CompactManifests(w.Spec.Workload.Manifests)
+		}, true},
+		{"the cache's compact form of a manifest that differs", func(w *workv1.ManifestWork) {
+			w.Spec.Workload.Manifests[0].Raw = bytes.Replace(w.Spec.Workload.Manifests[0].Raw, []byte(`"project":"`), []byte(`"project":"x`), 1)
+			w.Spec.Workload.Manifests = hubcache.CompactManifests(w.Spec.Workload.Manifests)
 		}, false},
 		{"a rendered label is missing", func(w *workv1.ManifestWork) {
 			delete(w.Labels, argoapp.LabelPullToOCMManagedCluster)

@@ -22,11 +22,14 @@ const (
 	indexApplicationByCluster = "argocd-pull.targetCluster"
 	// indexApplicationByProject indexes the hub Applications by their AppProject.
 	indexApplicationByProject = "argocd-pull.project"
-	// indexBySpokeApplication indexes the pulled ManifestWorks by the spokeApplicationKey
-	// of the Application they apply on their managed cluster, and the hub Applications
-	// by the one their work would have.
-	indexBySpokeApplication = "argocd-pull.spokeApplication"
 )
+
+// Each entry of an index whose every value names one object costs the cache a set of
+// its own, twice (controller-runtime indexes a namespaced object under its namespace and
+// under all namespaces): at 10,000 Applications, tens of MiB. So the only such index is
+// the one of the works of an Application, whose works may be in any namespace; the
+// works and Applications of a spoke Application (conflict.go) are found among those of
+// its cluster, through the namespace index and indexApplicationByCluster.
 
 func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	indexes := []struct {
@@ -43,25 +46,6 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
 			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
 				return []string{cluster}
-			}
-			return nil
-		}},
-		{&workv1.ManifestWork{}, indexBySpokeApplication, func(obj client.Object) []string {
-			work, ok := obj.(*workv1.ManifestWork)
-			if !ok {
-				return nil
-			}
-			if _, pulled := argoapp.ApplicationOfWork(work); !pulled {
-				return nil
-			}
-			if key, ok := spokeApplicationKey(work); ok {
-				return []string{key}
-			}
-			return nil
-		}},
-		{argoapp.NewApplication(), indexBySpokeApplication, func(obj client.Object) []string {
-			if key, ok := spokeApplicationKeyOf(obj); ok {
-				return []string{key}
 			}
 			return nil
 		}},

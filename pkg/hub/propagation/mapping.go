@@ -37,12 +37,16 @@ func (r *reconciler) mapWorkToApplications(ctx context.Context, obj client.Objec
 	if !ok {
 		return requests.list()
 	}
+	// An Application with that spoke key targets the work's cluster: the cluster index
+	// narrows them to the Applications of one cluster, which are only read.
 	apps := argoapp.NewApplicationList()
-	if err := r.client.List(ctx, apps, client.MatchingFields{indexBySpokeApplication: spoke}); err != nil {
+	if err := r.client.List(ctx, apps, client.MatchingFields{indexApplicationByCluster: work.Namespace}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the Applications of a spoke application", "spokeApplication", spoke)
 	}
 	for i := range apps.Items {
-		requests.add(client.ObjectKeyFromObject(&apps.Items[i]))
+		if key, ok := spokeApplicationKeyOf(&apps.Items[i]); ok && key == spoke {
+			requests.add(client.ObjectKeyFromObject(&apps.Items[i]))
+		}
 	}
 	return requests.list()
 }

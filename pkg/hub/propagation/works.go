@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // renderedWorkLabels and renderedWorkAnnotations are the metadata keys that
@@ -42,7 +43,9 @@ var (
 // render, says. The apiserver defaults some fields of a work (the work agent's field
 // manager, the feedback scrape type), so the comparison is semantic:
 //   - the rendered labels and annotations match, present or absent;
-//   - the manifests match exactly;
+//   - the manifests match exactly, compared by their hubcache.CompactManifest forms
+//     (the cache holds a work's manifests in that form; a work read from the apiserver
+//     holds them whole);
 //   - every other field of the desired spec is in the existing spec with the same value,
 //     and the existing spec has no top-level field that the render leaves out.
 func workUpToDate(existing, desired *workv1.ManifestWork) bool {
@@ -50,11 +53,11 @@ func workUpToDate(existing, desired *workv1.ManifestWork) bool {
 		!sameEntries(existing.Annotations, desired.Annotations, renderedWorkAnnotations) {
 		return false
 	}
-	existingSpec, err := jsonValue(existing.Spec)
+	existingSpec, err := jsonValue(compactSpec(existing.Spec))
 	if err != nil {
 		return false
 	}
-	desiredSpec, err := jsonValue(desired.Spec)
+	desiredSpec, err := jsonValue(compactSpec(desired.Spec))
 	if err != nil {
 		return false
 	}
@@ -66,6 +69,12 @@ func workUpToDate(existing, desired *workv1.ManifestWork) bool {
 		}
 	}
 	return reflect.DeepEqual(e["workload"], d["workload"]) && covers(e, d)
+}
+
+// compactSpec returns spec with its manifests in their hubcache.CompactManifest form.
+func compactSpec(spec workv1.ManifestWorkSpec) workv1.ManifestWorkSpec {
+	spec.Workload.Manifests = hubcache.CompactManifests(spec.Workload.Manifests)
+	return spec
 }
 
 // sameEntries reports whether a and b agree on the keys of b and on keys, present or
