@@ -181,17 +181,8 @@ metadata:
 stringData: {name: `+name+`, server: https://`+name+`.invalid}
 `))).To(Succeed())
 		}
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.PlacementYAML("smoke-placement", nil))).To(Succeed())
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata: {name: default}
-spec: {clusterSet: default}
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata: {name: smoke-placement}
-spec: {clusterSets: [default]}
----
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
 metadata: {name: smoke-appset}

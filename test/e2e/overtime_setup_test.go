@@ -115,22 +115,7 @@ func jsonValue(v any) string {
 // called name of the clusters labelled key=true, and deletes the Placement at the end of
 // the container.
 func (c hubClients) placeByLabel(ctx context.Context, namespace, name, key string) {
-	Expect(c.applier.ApplyYAML(ctx, namespace, fmt.Appendf(nil, `
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata: {name: default}
-spec: {clusterSet: default}
----
-apiVersion: cluster.open-cluster-management.io/v1beta1
-kind: Placement
-metadata: {name: %s}
-spec:
-  clusterSets: [default]
-  predicates:
-  - requiredClusterSelector:
-      labelSelector:
-        matchLabels: {%q: "true"}
-`, name, key))).To(Succeed())
+	Expect(c.applier.ApplyYAML(ctx, namespace, fleet.PlacementYAML(name, map[string]string{key: "true"}))).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		err := c.dyn.Resource(placementsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())

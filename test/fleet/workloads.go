@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,7 +91,13 @@ func FeedbackValue(mw *workv1.ManifestWork, ordinal int32, name string) (string,
 // name, onto the clusters where the argocd-pull addon is available: the tenant binding
 // that the addon's gate checks.
 func AddonPlacementYAML(name string) []byte {
-	return fmt.Appendf(nil, `
+	return PlacementYAML(name, map[string]string{"feature.open-cluster-management.io/addon-argocd-pull": "available"})
+}
+
+// PlacementYAML binds the default ManagedClusterSet to a namespace and places, as name,
+// onto its clusters with the labels matchLabels (every cluster when it is empty).
+func PlacementYAML(name string, matchLabels map[string]string) []byte {
+	y := fmt.Appendf(nil, `
 apiVersion: cluster.open-cluster-management.io/v1beta2
 kind: ManagedClusterSetBinding
 metadata: {name: default}
@@ -97,14 +105,18 @@ spec: {clusterSet: default}
 ---
 apiVersion: cluster.open-cluster-management.io/v1beta1
 kind: Placement
-metadata: {name: %s}
+metadata: {name: %q}
 spec:
   clusterSets: [default]
-  predicates:
-  - requiredClusterSelector:
-      labelSelector:
-        matchLabels: {feature.open-cluster-management.io/addon-argocd-pull: available}
 `, name)
+	if len(matchLabels) == 0 {
+		return y
+	}
+	y = append(y, "  predicates:\n  - requiredClusterSelector:\n      labelSelector:\n        matchLabels:\n"...)
+	for _, key := range slices.Sorted(maps.Keys(matchLabels)) {
+		y = fmt.Appendf(y, "          %q: %q\n", key, matchLabels[key])
+	}
+	return y
 }
 
 // GuestbookApplicationSetYAML is the documented pull-model ApplicationSet (reference
