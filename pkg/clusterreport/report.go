@@ -246,14 +246,9 @@ type App struct {
 	ObservedAt time.Time
 }
 
-// Key returns the AppKey of the app.
+// Key returns "<namespace>/<name>".
 func (a App) Key() string {
-	return AppKey(a.Namespace, a.Name)
-}
-
-// AppKey is how the agent and the hub key a spoke Application: "<namespace>/<name>".
-func AppKey(namespace, name string) string {
-	return namespace + "/" + name
+	return a.Namespace + "/" + a.Name
 }
 
 // SyncedAndHealthy reports whether the Application is Synced and Healthy.
