@@ -345,7 +345,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	go func() {
 		select {
 		case <-mgr.Elected():
-			if err := addonMgr.Start(ctx); err != nil {
+			if err := addon.StartFramework(ctx, cfg, addonMgr, []string{opts.AddonName}); err != nil {
 				errs <- fmt.Errorf("start the addon framework: %w", err)
 			}
 		case <-ctx.Done():

@@ -1,0 +1,216 @@
+package addon
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/informers/certificates"
+	kubeinternal "k8s.io/client-go/informers/internalinterfaces"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"open-cluster-management.io/addon-framework/pkg/addonmanager"
+	"open-cluster-management.io/addon-framework/pkg/index"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
+	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
+	addongroup "open-cluster-management.io/api/client/addon/informers/externalversions/addon"
+	addoninternal "open-cluster-management.io/api/client/addon/informers/externalversions/internalinterfaces"
+	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
+	clusterinformers "open-cluster-management.io/api/client/cluster/informers/externalversions"
+	clustergroup "open-cluster-management.io/api/client/cluster/informers/externalversions/cluster"
+	clusterinternal "open-cluster-management.io/api/client/cluster/informers/externalversions/internalinterfaces"
+	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
+	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
+	workinformersv1 "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
+)
+
+// frameworkResync is the resync period of the framework's informers, as its own Start
+// sets it.
+const frameworkResync = 10 * time.Minute
+
+// StartFramework starts the addon framework's controllers for the agents added to mgr,
+// addonNames, as mgr.Start does (the same informers, selectors and indexes), except that
+// no informer hands its event handlers a cache.DeletedFinalStateUnknown.
+//
+// An informer hands OnDelete such a tombstone for each object deleted while its watch
+// was down, when it learns of the deletion by relisting: after every restart of the hub's
+// apiserver, whose new watch cache answers the informer's old resourceVersion with
+// 410 Gone. The framework's controllers (v1.3.0) read each event's object with
+// meta.Accessor and no check, so a tombstone panics the manager: a ManagedClusterAddOn or
+// ClusterManagementAddOn of any addon, or one of the addon's CertificateSigningRequests,
+// deleted during a restart of the apiserver took the manager down, and its successor waited
+// for the leader Lease to expire. The handlers only compute queue keys, which the
+// tombstone's last known object gives as well.
+func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.AddonManager, addonNames []string) error {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	works, err := workclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	addons, err := addonclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	clusters, err := clusterclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	// The addons' own objects: the framework's CSRs and ManifestWorks carry the label.
+	ofAddons := func(options *metav1.ListOptions) {
+		options.LabelSelector = metav1.FormatLabelSelector(&metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: addonv1beta1.AddonLabelKey, Operator: metav1.LabelSelectorOpIn, Values: addonNames,
+			}},
+		})
+	}
+	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kube, frameworkResync, kubeinformers.WithTweakListOptions(ofAddons))
+	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync, workinformers.WithTweakListOptions(ofAddons))
+	addonInformers := addoninformers.NewSharedInformerFactory(addons, frameworkResync)
+	clusterInformers := clusterinformers.NewSharedInformerFactory(clusters, frameworkResync)
+	dynamicInformers := dynamicinformer.NewDynamicSharedInformerFactory(dyn, frameworkResync)
+
+	manifestWorks := workInformers.Work().V1().ManifestWorks()
+	if err := manifestWorks.Informer().AddIndexers(cache.Indexers{
+		index.ManifestWorkByAddon:           index.IndexManifestWorkByAddon,
+		index.ManifestWorkByHostedAddon:     index.IndexManifestWorkByHostedAddon,
+		index.ManifestWorkHookByHostedAddon: index.IndexManifestWorkHookByHostedAddon,
+	}); err != nil {
+		return err
+	}
+	if err := addonInformers.Addon().V1beta1().ManagedClusterAddOns().Informer().AddIndexers(cache.Indexers{
+		index.ManagedClusterAddonByNamespace: index.IndexManagedClusterAddonByNamespace,
+		index.AddonByConfig:                  index.IndexAddonByConfig,
+	}); err != nil {
+		return err
+	}
+	if err := addonInformers.Addon().V1beta1().ClusterManagementAddOns().Informer().AddIndexers(cache.Indexers{
+		index.ClusterManagementAddonByConfig: index.IndexClusterManagementAddonByConfig,
+	}); err != nil {
+		return err
+	}
+
+	if err := mgr.StartWithInformers(ctx, works,
+		manifestWorkInformer{manifestWorks},
+		kubeFactory{kubeInformers, ofAddons},
+		addonFactory{addonInformers},
+		clusterFactory{clusterInformers},
+		dynamicFactory{dynamicInformers},
+	); err != nil {
+		return err
+	}
+	kubeInformers.Start(ctx.Done())
+	workInformers.Start(ctx.Done())
+	addonInformers.Start(ctx.Done())
+	clusterInformers.Start(ctx.Done())
+	dynamicInformers.Start(ctx.Done())
+	return nil
+}
+
+// withoutTombstones is a shared informer whose event handlers never get a
+// cache.DeletedFinalStateUnknown: withoutTombstoneHandler hands them its object.
+type withoutTombstones struct{ cache.SharedIndexInformer }
+
+func (i withoutTombstones) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(withoutTombstoneHandler{h})
+}
+
+func (i withoutTombstones) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(withoutTombstoneHandler{h}, resync)
+}
+
+func (i withoutTombstones) AddEventHandlerWithOptions(h cache.ResourceEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(withoutTombstoneHandler{h}, options)
+}
+
+// withoutTombstoneHandler hands the object of a deletion that its informer learnt of by a
+// relist, the tombstone's last known state, to the handler it wraps.
+type withoutTombstoneHandler struct{ cache.ResourceEventHandler }
+
+func (h withoutTombstoneHandler) OnDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if tombstone.Obj == nil {
+			return
+		}
+		obj = tombstone.Obj
+	}
+	h.ResourceEventHandler.OnDelete(obj)
+}
+
+// The factories below hand the framework's controllers the informers of the factories
+// they wrap, withoutTombstones. The generated group constructors build each typed
+// informer through the factory they are given (InformerFor), so the informers stay those
+// of the wrapped factory: shared, started and synced by it.
+
+type kubeFactory struct {
+	kubeinformers.SharedInformerFactory
+	tweak kubeinternal.TweakListOptionsFunc
+}
+
+func (f kubeFactory) InformerFor(obj runtime.Object, newFunc kubeinternal.NewInformerFunc) cache.SharedIndexInformer {
+	return withoutTombstones{f.SharedInformerFactory.InformerFor(obj, newFunc)}
+}
+
+func (f kubeFactory) Certificates() certificates.Interface {
+	return certificates.New(f, metav1.NamespaceAll, f.tweak)
+}
+
+type addonFactory struct {
+	addoninformers.SharedInformerFactory
+}
+
+func (f addonFactory) InformerFor(obj runtime.Object, newFunc addoninternal.NewInformerFunc) cache.SharedIndexInformer {
+	return withoutTombstones{f.SharedInformerFactory.InformerFor(obj, newFunc)}
+}
+
+func (f addonFactory) Addon() addongroup.Interface {
+	return addongroup.New(f, metav1.NamespaceAll, nil)
+}
+
+type clusterFactory struct {
+	clusterinformers.SharedInformerFactory
+}
+
+func (f clusterFactory) InformerFor(obj runtime.Object, newFunc clusterinternal.NewInformerFunc) cache.SharedIndexInformer {
+	return withoutTombstones{f.SharedInformerFactory.InformerFor(obj, newFunc)}
+}
+
+func (f clusterFactory) Cluster() clustergroup.Interface {
+	return clustergroup.New(f, metav1.NamespaceAll, nil)
+}
+
+type dynamicFactory struct {
+	dynamicinformer.DynamicSharedInformerFactory
+}
+
+func (f dynamicFactory) ForResource(gvr schema.GroupVersionResource) kubeinformers.GenericInformer {
+	return genericInformer{f.DynamicSharedInformerFactory.ForResource(gvr)}
+}
+
+type genericInformer struct{ kubeinformers.GenericInformer }
+
+func (i genericInformer) Informer() cache.SharedIndexInformer {
+	return withoutTombstones{i.GenericInformer.Informer()}
+}
+
+type manifestWorkInformer struct {
+	workinformersv1.ManifestWorkInformer
+}
+
+func (i manifestWorkInformer) Informer() cache.SharedIndexInformer {
+	return withoutTombstones{i.ManifestWorkInformer.Informer()}
+}
