@@ -49,6 +49,30 @@ func readHubWrites(ctx context.Context) hubWrites {
 	return hubWrites{requests: requests, at: at}
 }
 
+// waitForQuietHub waits until the hub apiserver served no write to resources for a whole
+// window, and returns the reading that ends it: what came before (another spec's objects
+// still being deleted, say) is not counted against what comes after. It fails if the hub
+// was not quiet for a window within timeout, with the writes of the last window.
+func waitForQuietHub(ctx context.Context, window, timeout time.Duration, resources ...string) hubWrites {
+	deadline := time.Now().Add(timeout)
+	last := readHubWrites(ctx)
+	for {
+		sleep(ctx, window)
+		next := readHubWrites(ctx)
+		d := next.since(last)
+		writes := 0
+		for _, r := range resources {
+			writes += d.of(r)
+		}
+		if writes == 0 {
+			return next
+		}
+		Expect(time.Now().Before(deadline)).To(BeTrue(),
+			"the hub did not go %v without a write to %v within %v; in the last window: %s", window, resources, timeout, d)
+		last = next
+	}
+}
+
 // writeDelta is the writes between two reads, by "<VERB> <resource>[/<subresource>]".
 type writeDelta struct{ writes sim.Requests }
 
