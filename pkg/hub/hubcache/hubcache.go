@@ -120,8 +120,14 @@ func withTransform(b cache.ByObject, transform toolscache.TransformFunc) cache.B
 	return b
 }
 
-// resourcesDigestPrefix starts a ResourcesDigest.
-const resourcesDigestPrefix = "sha256:"
+// digestPrefix starts a ResourcesDigest and the digest of a CompactManifest.
+const digestPrefix = "sha256:"
+
+// digestOf is the digest of JSON-encoded content.
+func digestOf(encoded []byte) string {
+	sum := sha256.Sum256(encoded)
+	return digestPrefix + hex.EncodeToString(sum[:])
+}
 
 // ResourcesDigest is what the manager's cache holds at status.resources of a hub
 // Application, in place of the list: a digest of its JSON encoding. The status mirror
@@ -133,14 +139,13 @@ func ResourcesDigest(resources []any) string {
 	if err != nil {
 		return "" // never equal to a digest
 	}
-	sum := sha256.Sum256(raw)
-	return resourcesDigestPrefix + hex.EncodeToString(sum[:])
+	return digestOf(raw)
 }
 
 // SameResources reports whether status.resources of an Application, as the cache holds
 // it (a ResourcesDigest) or as the apiserver returns it (a list), is resources.
 func SameResources(current any, resources []any) bool {
-	if digest, ok := current.(string); ok && strings.HasPrefix(digest, resourcesDigestPrefix) {
+	if digest, ok := current.(string); ok && strings.HasPrefix(digest, digestPrefix) {
 		return digest == ResourcesDigest(resources)
 	}
 	return false
@@ -299,8 +304,7 @@ func CompactManifest(raw []byte) []byte {
 	if err != nil {
 		return raw
 	}
-	sum := sha256.Sum256(canonical)
-	compact := map[string]any{ManifestDigestKey: resourcesDigestPrefix + hex.EncodeToString(sum[:])}
+	compact := map[string]any{ManifestDigestKey: digestOf(canonical)}
 	if kind, ok := object["kind"]; ok {
 		compact["kind"] = kind
 	}

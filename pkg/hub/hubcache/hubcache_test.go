@@ -156,7 +156,7 @@ func TestCompactManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest, _ := fields[ManifestDigestKey].(string)
-	if fields["kind"] != "Application" || !strings.HasPrefix(digest, resourcesDigestPrefix) || fields["operation"] == nil || fields["spec"] != nil {
+	if fields["kind"] != "Application" || !strings.HasPrefix(digest, digestPrefix) || fields["operation"] == nil || fields["spec"] != nil {
 		t.Errorf("compact form %s", compact)
 	}
 	if got := CompactManifest([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)); strings.Contains(string(got), "operation") ||
