@@ -246,9 +246,14 @@ type App struct {
 	ObservedAt time.Time
 }
 
-// Key returns "<namespace>/<name>".
+// Key returns the AppKey of the app.
 func (a App) Key() string {
-	return a.Namespace + "/" + a.Name
+	return AppKey(a.Namespace, a.Name)
+}
+
+// AppKey is how the agent and the hub key a spoke Application: "<namespace>/<name>".
+func AppKey(namespace, name string) string {
+	return namespace + "/" + name
 }
 
 // SyncedAndHealthy reports whether the Application is Synced and Healthy.

@@ -384,9 +384,9 @@ func fitCount(total int, fits func(n int) bool) int {
 	return lo
 }
 
-// EntryKey returns "<namespace>/<name>" of an entry.
+// EntryKey returns the AppKey of an entry.
 func EntryKey(e statusv1alpha1.AppStatus) string {
-	return e.Namespace + "/" + e.Name
+	return AppKey(e.Namespace, e.Name)
 }
 
 // Slice is the content of one ApplicationStatusSlice: its name and its apps, sorted by

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -187,7 +188,7 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 		defer reader.Close()
 		a.goFunc(func() {
 			reader.Watch(ctx, func(namespace, name string) {
-				a.trees.invalidate(namespace + "/" + name)
+				a.trees.invalidate(clusterreport.AppKey(namespace, name))
 				a.enqueue()
 			})
 		})

@@ -233,7 +233,7 @@ func (a *agent) onApplication(objs ...any) {
 			obj = tombstone.Obj
 		}
 		if l, ok := obj.(*localApplication); ok && l.fromHub {
-			a.trees.invalidate(l.Namespace + "/" + l.Name)
+			a.trees.invalidate(clusterreport.AppKey(l.Namespace, l.Name))
 			a.enqueue()
 			return
 		}

@@ -61,7 +61,7 @@ type hubSliceApp struct {
 	observedAt      metav1.Time
 }
 
-func (a hubSliceApp) key() string { return a.namespace + "/" + a.name }
+func (a hubSliceApp) key() string { return clusterreport.AppKey(a.namespace, a.name) }
 
 var _ runtime.Object = &hubSlice{}
 

@@ -67,7 +67,7 @@ type Absence struct {
 // Condition returns the not-reported condition. Its message holds no time, so that it
 // changes only when the reason does.
 func (a *Absence) Condition() argoapp.Condition {
-	app := a.Namespace + "/" + a.Name
+	app := clusterreport.AppKey(a.Namespace, a.Name)
 	var msg string
 	switch a.Reason {
 	case ReasonNamespaceNotWatched:

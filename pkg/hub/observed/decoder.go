@@ -107,7 +107,7 @@ type reportedApp struct {
 	condition                     metav1.Condition
 }
 
-func (a reportedApp) key() string { return a.namespace + "/" + a.name }
+func (a reportedApp) key() string { return clusterreport.AppKey(a.namespace, a.name) }
 
 // app decodes the app again; it decoded when it was kept.
 func (a reportedApp) app() clusterreport.App {
