@@ -3,10 +3,12 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,9 +257,14 @@ func kubeconfigBytes(server string, caPEM []byte, auth clientcmdapi.AuthInfo) ([
 	return clientcmd.Write(*cfg)
 }
 
-// freePorts reserves n distinct free loopback ports. They are released before use, so a
-// race with another program is possible but unlikely on a test machine.
+// freePorts reserves n distinct free loopback ports below the kernel's ephemeral range.
+// A port of that range, released before its server binds it, can meanwhile become the
+// local end of any client connection on the machine, and stay so as long as a watch
+// does: the fleet's stand-in Pods keep their ports across restarts, and one such Pod
+// restarted for minutes with "address already in use". Below the range only another
+// server can take it.
 func freePorts(n int) ([]int, error) {
+	low := ephemeralPortsStart()
 	var ports []int
 	var listeners []net.Listener
 	defer func() {
@@ -265,13 +272,40 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("find %d free ports in [%d, %d): %d found", n, minFleetPort, low, len(ports))
+		}
+		port := minFleetPort + rand.IntN(low-minFleetPort)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+			continue
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// minFleetPort is the lowest port the fleet takes: above the well-known and most
+// registered services.
+const minFleetPort = 20000
+
+// ephemeralPortsStart is the first port of the kernel's ephemeral range, where it picks
+// the local ports of client connections (32768 when it cannot be read).
+func ephemeralPortsStart() int {
+	const fallback = 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return fallback
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low <= minFleetPort+1000 {
+		return fallback
+	}
+	return low
 }

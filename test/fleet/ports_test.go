@@ -1,0 +1,31 @@
+package fleet
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralPortsStart()
+	ports, err := freePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, port := range ports {
+		if port < minFleetPort || port >= low {
+			t.Errorf("port %d is outside [%d, %d)", port, minFleetPort, low)
+		}
+		if seen[port] {
+			t.Errorf("port %d twice", port)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Errorf("port %d is not free: %v", port, err)
+			continue
+		}
+		l.Close()
+	}
+}
