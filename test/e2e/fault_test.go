@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
@@ -79,10 +85,42 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		managerPid, agentPid := pids[managerPod], pids[agentPod]
 		apiserverPid := theFleet.Hub.APIServerPid()
 
+		// Objects of the kinds the addon framework watches, deleted while the apiserver is
+		// down: the manager's informers learn of the deletions only from their relist after
+		// the restart, as tombstones (cache.DeletedFinalStateUnknown) that their event
+		// filters must survive. The deletes go straight to etcd and stand in for deletes
+		// that another apiserver of an HA hub serves while this one restarts. The objects
+		// are of another addon, so that nothing in the fleet depends on them.
+		mcas, cmas := addons.AddonV1beta1().ManagedClusterAddOns(target.Name), addons.AddonV1beta1().ClusterManagementAddOns()
+		_, err := mcas.Create(ctx, &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: watchGapAddon}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(mcas.Delete(ctx, watchGapAddon, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		_, err = cmas.Create(ctx, &addonv1beta1.ClusterManagementAddOn{
+			ObjectMeta: metav1.ObjectMeta{Name: watchGapAddon},
+			Spec:       addonv1beta1.ClusterManagementAddOnSpec{InstallStrategy: addonv1beta1.InstallStrategy{Type: addonv1beta1.AddonInstallStrategyManual}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(cmas.Delete(ctx, watchGapAddon, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		// Nothing shows that the manager's informers have them; a watch event reaches an
+		// informer in milliseconds.
+		time.Sleep(2 * time.Second)
+
 		start := time.Now()
-		Expect(theFleet.Hub.RestartAPIServer(ctx)).To(Succeed())
+		Expect(theFleet.Hub.RestartAPIServerWhileDown(ctx, func(ctx context.Context, etcd *clientv3.Client) error {
+			return errors.Join(
+				deleteStoredObject(ctx, etcd, addonv1beta1.GroupName, "managedclusteraddons", target.Name, watchGapAddon),
+				deleteStoredObject(ctx, etcd, addonv1beta1.GroupName, "clustermanagementaddons", "", watchGapAddon))
+		})).To(Succeed())
 		ready := time.Since(start)
 		Expect(theFleet.Hub.APIServerPid()).NotTo(Equal(apiserverPid), "a new kube-apiserver process")
+		_, err = mcas.Get(ctx, watchGapAddon, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ManagedClusterAddOn deleted in etcd is gone: %v", err)
+		_, err = cmas.Get(ctx, watchGapAddon, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ClusterManagementAddOn deleted in etcd is gone: %v", err)
 
 		By("a pulled Application created after the restart gets its ManifestWork, syncs on the cluster, and its status reaches the hub")
 		app := fleet.GuestbookApplication(appName, theFleet.Git.URL())
@@ -90,7 +128,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
 		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
 		hubApps := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
-		_, err := hubApps.Create(ctx, app, metav1.CreateOptions{})
+		_, err = hubApps.Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(ignoreNotFound(hubApps.Delete(ctx, appName, metav1.DeleteOptions{}))).To(Succeed())
@@ -100,7 +138,18 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			}).Should(BeTrue(), "spoke Application removed with its work")
 		})
 
+		// A manager that restarted does nothing until the leader Lease of the one before it
+		// expires, minutes later: each wait below stops at once on a restart, and says so.
+		sameManager := func() error {
+			if pid := theFleet.PodPids()[managerPod]; pid != managerPid {
+				return StopTrying(fmt.Sprintf("the manager (pid %d) exited; its pid is now %d (0: none runs): see its log in the fleet's logs/", managerPid, pid))
+			}
+			return nil
+		}
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			if err := sameManager(); err != nil {
+				return nil, err
+			}
 			list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 			if err != nil {
 				return nil, err
@@ -123,6 +172,9 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			return st.Sync.Status + "/" + st.Sync.Revision, nil
 		}
 		eventually(ctx, func(ctx context.Context) (string, error) {
+			if err := sameManager(); err != nil {
+				return "", err
+			}
 			u, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
 			if err != nil {
 				return "", err
@@ -130,6 +182,9 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			return syncOf(u)
 		}).Should(Equal("Synced/"+head), "synced on %s", target.Name)
 		eventually(ctx, func(ctx context.Context) (string, error) {
+			if err := sameManager(); err != nil {
+				return "", err
+			}
 			u, err := hubApps.Get(ctx, appName, metav1.GetOptions{})
 			if err != nil {
 				return "", err
@@ -140,6 +195,9 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 
 		By("the spoke Application's change reaches the agent's report on the hub")
 		eventually(ctx, func(ctx context.Context) (string, error) {
+			if err := sameManager(); err != nil {
+				return "", err
+			}
 			reported, found, err := reportedApp(ctx, addons, target.Name, appName)
 			if !found || err != nil {
 				return "not reported", err
@@ -158,3 +216,35 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			ready.Round(100*time.Millisecond), appRecovered.Round(100*time.Millisecond), reportRecovered.Round(100*time.Millisecond))
 	})
 })
+
+// watchGapAddon names the ManagedClusterAddOn and ClusterManagementAddOn that the hub
+// apiserver restart deletes while the apiserver is down.
+const watchGapAddon = "e2e-watch-gap"
+
+// deleteStoredObject deletes an object of a custom resource straight from the hub's etcd,
+// at the apiserver's default key for it: /registry/<group>/<resource>/[<namespace>/]<name>.
+// It fails unless that key is there and is the one deleted, listing the keys it found
+// under /registry/<group>/<resource>/ when the layout is not what it expects.
+func deleteStoredObject(ctx context.Context, etcd *clientv3.Client, group, resource, namespace, name string) error {
+	prefix := "/registry/" + group + "/" + resource + "/"
+	key := prefix + path.Join(namespace, name)
+	stored, err := etcd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return fmt.Errorf("list the keys under %s: %w", prefix, err)
+	}
+	var keys []string
+	for _, kv := range stored.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	if !slices.Contains(keys, key) {
+		return fmt.Errorf("no key %s in etcd; the keys under %s: %q", key, prefix, keys)
+	}
+	deleted, err := etcd.Delete(ctx, key)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	if deleted.Deleted != 1 {
+		return fmt.Errorf("delete %s: %d keys deleted, want 1", key, deleted.Deleted)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -33,8 +35,9 @@ type ControlPlane struct {
 	Config     *rest.Config
 	Kube       kubernetes.Interface
 
-	ca     *certificateAuthority
-	pkiDir string
+	ca      *certificateAuthority
+	pkiDir  string
+	etcdURL string // the plaintext client URL of the cluster's etcd, on loopback
 
 	sup         *supervisor
 	apiserverMu sync.Mutex
@@ -75,11 +78,11 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	cp.URL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	cp.etcdURL = "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	if _, err := sup.start(processSpec{Name: name + "-etcd", Path: filepath.Join(bin, "etcd"), Args: []string{
 		"--name=" + name, "--data-dir=" + filepath.Join(cp.Dir, "etcd"),
-		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-client-urls=" + cp.etcdURL, "--advertise-client-urls=" + cp.etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=" + name + "=" + peerURL,
 		"--unsafe-no-fsync", "--log-level=warn",
@@ -88,7 +91,7 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 	}
 
 	if cp.apiserver, err = sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: []string{
-		"--etcd-servers=" + etcdURL,
+		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + cp.pkiDir,
 		"--tls-cert-file=" + cp.pki("apiserver.crt"), "--tls-private-key-file=" + cp.pki("apiserver.key"),
@@ -210,14 +213,44 @@ func (cp *ControlPlane) waitReady(ctx context.Context, sup *supervisor) error {
 // returns once the new apiserver answers /readyz ok. Meanwhile clients see their
 // connections and watches drop and new connections refused.
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	return cp.RestartAPIServerWhileDown(ctx, nil)
+}
+
+// RestartAPIServerWhileDown restarts the kube-apiserver as RestartAPIServer does and, when
+// down is not nil, calls it while no apiserver runs, with a client of the cluster's etcd.
+// No client of the apiserver sees what down changes happen: a watch resumed on the new
+// apiserver finds its resourceVersion too old and relists. down has a minute; the new
+// apiserver starts whether or not it fails, and its error is returned.
+func (cp *ControlPlane) RestartAPIServerWhileDown(ctx context.Context, down func(ctx context.Context, etcd *clientv3.Client) error) error {
 	cp.apiserverMu.Lock()
 	defer cp.apiserverMu.Unlock()
-	next, err := cp.sup.restart(cp.apiserver, 30*time.Second)
+	var downErr error
+	var whileDown func()
+	if down != nil {
+		whileDown = func() {
+			if err := cp.withEtcd(ctx, down); err != nil {
+				downErr = fmt.Errorf("%s: while kube-apiserver was down: %w", cp.Name, err)
+			}
+		}
+	}
+	next, err := cp.sup.restart(cp.apiserver, 30*time.Second, whileDown)
 	if err != nil {
-		return fmt.Errorf("%s: restart kube-apiserver: %w", cp.Name, err)
+		return errors.Join(downErr, fmt.Errorf("%s: restart kube-apiserver: %w", cp.Name, err))
 	}
 	cp.apiserver = next
-	return cp.waitReady(ctx, cp.sup)
+	return errors.Join(downErr, cp.waitReady(ctx, cp.sup))
+}
+
+// withEtcd calls f with a client of the cluster's etcd, for at most a minute.
+func (cp *ControlPlane) withEtcd(ctx context.Context, f func(ctx context.Context, etcd *clientv3.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{cp.etcdURL}, DialTimeout: 5 * time.Second, Context: ctx})
+	if err != nil {
+		return fmt.Errorf("etcd client for %s: %w", cp.etcdURL, err)
+	}
+	defer etcd.Close()
+	return f(ctx, etcd)
 }
 
 // APIServerPid is the process id of the cluster's current kube-apiserver.

@@ -58,10 +58,13 @@ func (s *supervisor) start(spec processSpec) (*process, error) {
 	return p, nil
 }
 
-// restart stops p (SIGTERM, SIGKILL after grace) and runs its spec again, in p's place in
-// the stop order. Its log continues in the same file.
-func (s *supervisor) restart(p *process, grace time.Duration) (*process, error) {
+// restart stops p (SIGTERM, SIGKILL after grace), calls whileDown when it is not nil, and
+// runs p's spec again, in p's place in the stop order. Its log continues in the same file.
+func (s *supervisor) restart(p *process, grace time.Duration, whileDown func()) (*process, error) {
 	p.stop(grace)
+	if whileDown != nil {
+		whileDown()
+	}
 	next, err := s.launch(p.spec)
 	s.mu.Lock()
 	defer s.mu.Unlock()
