@@ -36,7 +36,7 @@ var _ = Describe("A ManifestWork that another pull controller made", Ordered, fu
 		// The addon is not enabled on the target: another suite may have left it enabled.
 		Expect(ignoreNotFound(hub.addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{}))).To(Succeed())
 		hub.labelClusters(ctx, key, target)
-		hub.tenantNamespace(ctx, tenant, key)
+		hub.tenantNamespace(ctx, tenant, key, target)
 	})
 
 	It("is left alone: the manager refuses the Application and never writes the work", func(ctx SpecContext) {

@@ -112,26 +112,35 @@ func jsonValue(v any) string {
 }
 
 // placeByLabel applies, in namespace, the default ManagedClusterSetBinding and a Placement
-// called name of the clusters labelled key=true, and deletes the Placement at the end of
-// the container.
-func (c hubClients) placeByLabel(ctx context.Context, namespace, name, key string) {
+// called name of the clusters labelled key=true, waits until its PlacementDecisions name
+// exactly labelled, and deletes the Placement at the end of the container. What reads the
+// decisions next need not race the placement controller: an ApplicationSet generated from
+// a Placement not decided yet retries only after 3 minutes.
+func (c hubClients) placeByLabel(ctx context.Context, namespace, name, key string, labelled ...*fleet.ManagedCluster) {
 	Expect(c.applier.ApplyYAML(ctx, namespace, fleet.PlacementYAML(name, map[string]string{key: "true"}))).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		err := c.dyn.Resource(placementsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
 	})
+	var names []string
+	for _, mc := range labelled {
+		names = append(names, mc.Name)
+	}
+	eventually(ctx, func(ctx context.Context) ([]string, error) {
+		return c.decidedClusters(ctx, namespace, name)
+	}).Should(ConsistOf(names), "the PlacementDecisions of %s/%s", namespace, name)
 }
 
 // tenantNamespace creates a hub namespace for Applications, bound to the clusters
-// labelled key=true by a Placement "tenant": the tenant gate's PlacementDecision. The
-// namespace goes at the end of the container.
-func (c hubClients) tenantNamespace(ctx context.Context, namespace, key string) {
+// labelled key=true, labelled, by a Placement "tenant": the tenant gate's
+// PlacementDecision. The namespace goes at the end of the container.
+func (c hubClients) tenantNamespace(ctx context.Context, namespace, key string, labelled ...*fleet.ManagedCluster) {
 	_, err := theFleet.Hub.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(theFleet.Hub.Kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})).To(Succeed())
 	})
-	c.placeByLabel(ctx, namespace, "tenant", key)
+	c.placeByLabel(ctx, namespace, "tenant", key, labelled...)
 }
 
 // decidedClusters returns the clusters that the PlacementDecisions of the Placement

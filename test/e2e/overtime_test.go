@@ -49,7 +49,7 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 		health = settledHealth(ctx)
 		hub.optIn(ctx, targets...)
 		hub.labelClusters(ctx, label, targets...)
-		hub.placeByLabel(ctx, fleet.ArgoCDNamespace, appSet, label)
+		hub.placeByLabel(ctx, fleet.ArgoCDNamespace, appSet, label, targets...)
 		Expect(hub.applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
 			fleet.GuestbookApplicationSetYAML(appSet, appSet, appSet, theFleet.Git.URL(), destNamespace))).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
@@ -312,10 +312,7 @@ var _ = Describe("Pulled Applications through binding changes, a manual sync and
 		hub.optIn(ctx, first, other)
 		hub.labelClusters(ctx, label, first, other)
 		for _, ns := range []string{tenantA, tenantB} {
-			hub.tenantNamespace(ctx, ns, label)
-			eventually(ctx, func(ctx context.Context) ([]string, error) {
-				return hub.decidedClusters(ctx, ns, "tenant")
-			}).Should(ConsistOf(first.Name, other.Name), "the tenant Placement of %s", ns)
+			hub.tenantNamespace(ctx, ns, label, first, other)
 		}
 	})
 

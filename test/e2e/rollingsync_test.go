@@ -41,7 +41,7 @@ var _ = Describe("A RollingSync ApplicationSet of pulled apps", Ordered, func() 
 		first, other = theFleet.Clusters[0], theFleet.Clusters[1]
 		hub.optIn(ctx, first, other)
 		hub.labelClusters(ctx, label, first, other)
-		hub.placeByLabel(ctx, fleet.ArgoCDNamespace, appSet, label)
+		hub.placeByLabel(ctx, fleet.ArgoCDNamespace, appSet, label, first, other)
 	})
 
 	It("syncs the clusters step by step, each step once the previous one is Healthy", func(ctx SpecContext) {

@@ -35,7 +35,7 @@ var _ = Describe("Uninstalling the addon with helm", Ordered, func() {
 		hub = newHubClients()
 		target = theFleet.Clusters[2]
 		hub.labelClusters(ctx, key, target)
-		hub.tenantNamespace(ctx, tenant, key)
+		hub.tenantNamespace(ctx, tenant, key, target)
 		DeferCleanup(func(ctx SpecContext) {
 			// The hook leaves the spoke app in leave-running mode; the suites around expect
 			// a clean cluster.
