@@ -110,7 +110,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		time.Sleep(2 * time.Second)
 
 		start := time.Now()
-		Expect(theFleet.Hub.RestartAPIServerWhileDown(ctx, func(ctx context.Context, etcd *clientv3.Client) error {
+		Expect(theFleet.Hub.RestartAPIServer(ctx, func(ctx context.Context, etcd *clientv3.Client) error {
 			return errors.Join(
 				deleteStoredObject(ctx, etcd, addonv1beta1.GroupName, "managedclusteraddons", target.Name, watchGapAddon),
 				deleteStoredObject(ctx, etcd, addonv1beta1.GroupName, "clustermanagementaddons", "", watchGapAddon))

@@ -212,16 +212,12 @@ func (cp *ControlPlane) waitReady(ctx context.Context, sup *supervisor) error {
 // flags, port, certificates and etcd, so that every client's kubeconfig stays valid. It
 // returns once the new apiserver answers /readyz ok. Meanwhile clients see their
 // connections and watches drop and new connections refused.
-func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
-	return cp.RestartAPIServerWhileDown(ctx, nil)
-}
-
-// RestartAPIServerWhileDown restarts the kube-apiserver as RestartAPIServer does and, when
-// down is not nil, calls it while no apiserver runs, with a client of the cluster's etcd.
-// No client of the apiserver sees what down changes happen: a watch resumed on the new
-// apiserver finds its resourceVersion too old and relists. down has a minute; the new
-// apiserver starts whether or not it fails, and its error is returned.
-func (cp *ControlPlane) RestartAPIServerWhileDown(ctx context.Context, down func(ctx context.Context, etcd *clientv3.Client) error) error {
+//
+// When down is not nil, it is called while no apiserver runs, with a client of the
+// cluster's etcd: no client of the apiserver sees what down changes happen, and a watch
+// resumed on the new apiserver finds its resourceVersion too old and relists. down has a
+// minute; the new apiserver starts whether or not it fails, and its error is returned.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down func(ctx context.Context, etcd *clientv3.Client) error) error {
 	cp.apiserverMu.Lock()
 	defer cp.apiserverMu.Unlock()
 	var downErr error
@@ -325,7 +321,8 @@ func freePorts(n int) ([]int, error) {
 const minFleetPort = 20000
 
 // ephemeralPortsStart is the first port of the kernel's ephemeral range, where it picks
-// the local ports of client connections (32768 when it cannot be read).
+// the local ports of client connections; 32768, Linux's default, when the range cannot be
+// read or leaves the fleet fewer than 1,000 ports above minFleetPort.
 func ephemeralPortsStart() int {
 	const fallback = 32768
 	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
