@@ -135,7 +135,7 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 		settled(ctx, head)
 		// What the specs before this one left (their apps and works being deleted, their
 		// placements rewritten) settles too before the first round counts the hub's writes.
-		quiet := waitForQuietHub(ctx, 20*time.Second, 4*time.Minute, pullResources...)
+		before := waitForQuietHub(ctx, 20*time.Second, 4*time.Minute, pullResources...)
 		servicePath := filepath.Join(fleet.GuestbookPath, "service.yaml")
 		original, err := os.ReadFile(filepath.Join(theFleet.Git.Dir, servicePath))
 		Expect(err).NotTo(HaveOccurred())
@@ -164,8 +164,6 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 			resourceWorks:        recordHistory(ctx, hub.dyn.Resource(worksGVR), metav1.ListOptions{LabelSelector: argoapp.LabelApplicationSet}),
 			resourceReports:      recordHistory(ctx, hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace), metav1.ListOptions{}),
 		}
-		before := quiet
-
 		const round = time.Minute
 		var (
 			rounds []kind      // the change of each round
