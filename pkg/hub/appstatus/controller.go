@@ -24,11 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -77,17 +75,12 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
-	agent := observed.AddonHandler{
-		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
-		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
-			return types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}, app.HubName != ""
-		},
-	}
+	agent := observed.ApplicationHandler(c, opts.AddonName)
 	// The agent's report and its status slices enqueue the same requests.
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(mapWork),
+		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(observed.MapApplicationOfWork),
 			builder.WithPredicates(observed.WorkObservationChangedPredicate)).
 		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
 		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
@@ -249,13 +242,4 @@ func (r *reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.progressingSince, key)
-}
-
-// Event mapping.
-
-func mapWork(_ context.Context, work client.Object) []reconcile.Request {
-	if key, ok := argoapp.ApplicationOfWork(work); ok {
-		return []reconcile.Request{{NamespacedName: key}}
-	}
-	return nil
 }

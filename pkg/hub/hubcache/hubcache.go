@@ -31,6 +31,7 @@ import (
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // Scope is what the hub's cache keeps of the kinds it would otherwise keep whole.
@@ -330,9 +331,9 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 	return out
 }
 
-// stripSlice keeps of a slice what the hub shows, compactly: no tree nodes, resource
-// images or managed fields (the manager's DefaultTransform does not apply to a kind with
-// its own Transform); the strings that the resources repeat (groups, versions, kinds,
+// stripSlice keeps of a slice what the hub shows, compactly, and each entry's Digest: no
+// tree nodes, resource images or managed fields (the manager's DefaultTransform does not
+// apply to a kind with its own Transform); the strings that the resources repeat (groups, versions, kinds,
 // namespaces, statuses) and their message-less health held once; each list exactly as
 // long as it is. The hub holds the resources of every app of every cluster, and these
 // took half of their size.
@@ -345,6 +346,8 @@ func stripSlice(obj any) (any, error) {
 	intern := argoapp.Intern
 	for i := range s.Apps {
 		app := &s.Apps[i]
+		_, digest := clusterreport.EntryDigest(*app)
+		app.Digest = string(digest[:])
 		app.Nodes = nil
 		resources := make([]statusv1alpha1.ResourceStatus, len(app.Resources))
 		for j, r := range app.Resources {

@@ -13,6 +13,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // TestTransformApplication: the cache holds a digest of status.resources, which matches
@@ -60,7 +61,8 @@ func TestTransformApplication(t *testing.T) {
 }
 
 // TestStripSlice: the cache keeps of a slice every resource with what the hub shows,
-// without tree nodes and images, and shares the message-less health of the resources.
+// without tree nodes and images, shares the message-less health of the resources, and
+// keeps a digest of each entry whole, which a change of the tree alone changes.
 func TestStripSlice(t *testing.T) {
 	healthy := func() *statusv1alpha1.Health { return &statusv1alpha1.Health{Status: "Healthy"} }
 	slice := &statusv1alpha1.ApplicationStatusSlice{Apps: []statusv1alpha1.AppStatus{{
@@ -93,6 +95,19 @@ func TestStripSlice(t *testing.T) {
 	}
 	if got.Resources[0].Health != got.Resources[1].Health {
 		t.Error("the message-less health is not shared")
+	}
+	_, digest := clusterreport.EntryDigest(want.Apps[0])
+	if got.Digest != string(digest[:]) {
+		t.Error("the digest is not that of the entry as the agent wrote it")
+	}
+	rescheduled := want.DeepCopy()
+	rescheduled.Apps[0].Nodes[0].Name = "web-7f1a"
+	obj, err = stripSlice(rescheduled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.(*statusv1alpha1.ApplicationStatusSlice).Apps[0].Digest == got.Digest {
+		t.Error("a change of the tree alone leaves the digest unchanged")
 	}
 }
 

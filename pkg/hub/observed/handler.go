@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -45,6 +46,26 @@ type AddonHandler struct {
 }
 
 var _ handler.EventHandler = AddonHandler{}
+
+// ApplicationHandler is the AddonHandler of a controller whose requests are hub
+// Applications: an entry that names its hub Application maps to it, any other to the
+// Application of the work it names (MapApplicationOfWork).
+func ApplicationHandler(reader client.Reader, addonName string) AddonHandler {
+	return AddonHandler{
+		Reader: reader, AddonName: addonName, MapWork: MapApplicationOfWork,
+		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
+			return types.NamespacedName{Namespace: app.HubNamespace, Name: app.HubName}, app.HubName != ""
+		},
+	}
+}
+
+// MapApplicationOfWork maps a pulled ManifestWork to its hub Application.
+func MapApplicationOfWork(_ context.Context, work client.Object) []reconcile.Request {
+	if key, ok := argoapp.ApplicationOfWork(work); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return nil
+}
 
 // Create enqueues every work of the cluster.
 func (h AddonHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {

@@ -20,21 +20,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	workv1 "open-cluster-management.io/api/work/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -162,7 +158,7 @@ func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts 
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
-		Watches(&statusv1alpha1.ApplicationStatusSlice{}, sliceHandler{client: c}).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.TreeHandler(observed.ApplicationHandler(c, opts.AddonName).EnqueueApp)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
@@ -194,7 +190,10 @@ type reconciler struct {
 }
 
 type written struct {
+	// digest is that of the entries written; entry is the Digest of the slice's entry
+	// they were rendered from (statusv1alpha1.AppStatus.Digest).
 	digest  [sha256.Size]byte
+	entry   string
 	at      time.Time
 	failing bool
 }
@@ -233,14 +232,23 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
-	found, in := r.slices.FindWithSlice(cluster, argoapp.ManifestWorkName(app.GetName(), app.GetUID()), req.NamespacedName)
+	found, at := r.slices.FindWithSlice(cluster, argoapp.ManifestWorkName(app.GetName(), app.GetUID()), req.NamespacedName)
 	if found == nil {
 		// Not (or no longer) reported by the cluster: no tree to show.
 		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, app)
 	}
-	entry, ok, err := r.full.entry(ctx, types.NamespacedName{Namespace: cluster, Name: in.Name}, in.ResourceVersion, found.Key())
+	refresh := r.opts.Redis.Expiration / 2
+	r.mu.Lock()
+	last, wrote := r.written[req.NamespacedName]
+	r.mu.Unlock()
+	fresh := wrote && !last.failing && time.Since(last.at) < refresh
+	if fresh && at.Digest != "" && last.entry == at.Digest {
+		// The entry written last, unchanged: the slice need not be read.
+		return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
+	}
+	entry, ok, err := r.full.entry(ctx, types.NamespacedName{Namespace: cluster, Name: at.Slice}, at.ResourceVersion, found.Key())
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read ApplicationStatusSlice %s/%s: %w", cluster, in.Name, err)
+		return ctrl.Result{}, fmt.Errorf("read ApplicationStatusSlice %s/%s: %w", cluster, at.Slice, err)
 	}
 	if !ok {
 		// The slice changed since the cache saw it: its event brings the app back.
@@ -250,21 +258,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refresh := r.opts.Redis.Expiration / 2
-	r.mu.Lock()
-	last, wrote := r.written[req.NamespacedName]
-	r.mu.Unlock()
-	if wrote && !last.failing && last.digest == e.digest {
-		if age := time.Since(last.at); age < refresh {
-			return ctrl.Result{RequeueAfter: refresh - age}, nil
-		}
+	_, sum := clusterreport.EntryDigest(entry)
+	entryDigest := string(sum[:])
+	if fresh && last.digest == e.digest {
+		// A change that shows nowhere in the tree (a condition, a revision).
+		r.mu.Lock()
+		r.written[req.NamespacedName] = written{digest: e.digest, entry: entryDigest, at: last.at}
+		r.mu.Unlock()
+		return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
 	}
 	if err := r.cache.write(ctx, instance, e); err != nil {
 		r.failed(ctx, req.NamespacedName, app, err)
 		return ctrl.Result{}, err
 	}
 	r.mu.Lock()
-	r.written[req.NamespacedName] = written{digest: e.digest, at: time.Now()}
+	r.written[req.NamespacedName] = written{digest: e.digest, entry: entryDigest, at: time.Now()}
 	r.mu.Unlock()
 	if wrote && last.failing {
 		log.Info("wrote the resource tree to the hub Argo CD's cache again", "app", req.NamespacedName, "cluster", cluster)
@@ -317,52 +325,3 @@ func (r *reconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.written, key)
 }
-
-// sliceHandler enqueues, on any change of a slice, every hub Application of its old and
-// new versions: the manager's cache holds slices without their trees, so it cannot tell
-// whose tree changed; each reconcile compares what it would write with what it wrote.
-type sliceHandler struct {
-	client client.Reader
-}
-
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (h sliceHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	h.enqueue(ctx, e.Object, q)
-}
-
-func (h sliceHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	h.enqueue(ctx, e.ObjectOld, q)
-	h.enqueue(ctx, e.ObjectNew, q)
-}
-
-func (h sliceHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
-	h.enqueue(ctx, e.Object, q)
-}
-
-func (h sliceHandler) Generic(context.Context, event.GenericEvent, queue) {}
-
-func (h sliceHandler) enqueue(ctx context.Context, o client.Object, q queue) {
-	slice, ok := o.(*statusv1alpha1.ApplicationStatusSlice)
-	if !ok {
-		return
-	}
-	for _, e := range slice.Apps {
-		if e.Hub != nil && e.Hub.Name != "" {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Hub.Namespace, Name: e.Hub.Name}})
-			continue
-		}
-		if e.ManifestWork == "" {
-			continue
-		}
-		work := &workv1.ManifestWork{}
-		if err := h.client.Get(ctx, types.NamespacedName{Namespace: slice.Namespace, Name: e.ManifestWork}, work); err != nil {
-			continue
-		}
-		if key, ok := argoapp.ApplicationOfWork(work); ok {
-			q.Add(reconcile.Request{NamespacedName: key})
-		}
-	}
-}
-
-var _ handler.EventHandler = sliceHandler{}

@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -38,7 +40,9 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 // apiserver, with a miniredis as the hub Argo CD's Redis, password-protected as a stock
 // install's: a pulled app's tree and managed resources are written as the hub
 // application-controller would write them, announced, kept up to date when the slice
-// changes, left alone when nothing of the app changed, removed when the app goes; an
+// changes (its tree alone included), left alone when nothing of the app changed (its
+// slice not even read) or when its change shows nowhere in the tree, removed when the
+// app goes; an
 // app the hub Argo CD reconciles itself is never written; an unreachable Redis shows as
 // a Warning Event on the app, and the tree is written once Redis is back.
 func TestWritesTheTreesOfPulledApps(t *testing.T) {
@@ -141,8 +145,9 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Eventually(notes).Should(gomega.Receive(), "the write is announced, as the application-controller announces it")
 
 	// Scaled on the spoke: the new Pod is written.
+	// Only this test writes the slice: the object it last wrote is current, and the
+	// test reads no slice (the slice reads counted below are the controller's).
 	update := func(apps ...statusv1alpha1.AppStatus) {
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(slice), slice)).To(gomega.Succeed())
 		slice.Apps = apps
 		slice.AppCount = int32(len(apps))
 		g.Expect(c.Update(ctx, slice)).To(gomega.Succeed())
@@ -153,10 +158,27 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Eventually(tree).Should(gomega.ContainElement("Pod web-5d9c-b Healthy under ReplicaSet"))
 	g.Eventually(notes).Should(gomega.Receive())
 
-	// Another app's change rewrites nothing of this one.
+	// Another app's change rewrites nothing of this one, and does not even read the
+	// slice for it.
+	kube, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	sliceReads := func() float64 {
+		counts, err := sim.ReadRequestCounts(ctx, kube)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		return counts["GET applicationstatusslices"]
+	}
+	readsBefore := sliceReads()
 	otherChanged := entry("cluster1-pushed")
 	otherChanged.Health = &statusv1alpha1.Health{Status: "Degraded"}
 	update(otherChanged, scaled)
+	g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
+	g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads for a change of another app")
+
+	// A change of this app that shows nowhere in its tree is read, and not written.
+	revised := scaled.DeepCopy()
+	revised.Sync.Revision = "c0ffee"
+	update(otherChanged, *revised)
+	g.Eventually(sliceReads).Should(gomega.BeNumerically(">", readsBefore), "the changed app's slice is read")
 	g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
 
 	// The app the hub Argo CD reconciles keeps its own entries.

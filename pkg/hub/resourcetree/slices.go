@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,11 +14,13 @@ import (
 
 // fullSlices reads slices whole from the apiserver: the manager's cache keeps them
 // without the tree's nodes and the resources' images (hubcache.Options), which this
-// controller writes. It keeps the last few slices read, by resourceVersion, so that the
-// apps of one slice that changed cost one read.
+// controller writes. It keeps the last few slices read, by resourceVersion, and shares
+// one read among concurrent misses of a slice, so that the apps of one slice that
+// changed cost one read.
 type fullSlices struct {
 	reader client.Reader
 	max    int
+	reads  singleflight.Group
 
 	mu   sync.Mutex
 	read map[types.NamespacedName]fullSlice
@@ -44,24 +47,37 @@ func (f *fullSlices) entry(ctx context.Context, key types.NamespacedName, resour
 	s, ok := f.read[key]
 	f.mu.Unlock()
 	if !ok || s.resourceVersion != resourceVersion {
-		slice := &statusv1alpha1.ApplicationStatusSlice{}
-		if err := f.reader.Get(ctx, key, slice); err != nil {
+		// Reconciles of apps of one slice that miss together share one read.
+		v, err, _ := f.reads.Do(key.String()+"@"+resourceVersion, func() (any, error) {
+			return f.get(ctx, key)
+		})
+		if err != nil {
 			return statusv1alpha1.AppStatus{}, false, client.IgnoreNotFound(err)
 		}
-		s = fullSlice{resourceVersion: slice.ResourceVersion, apps: make(map[string]statusv1alpha1.AppStatus, len(slice.Apps))}
-		for _, e := range slice.Apps {
-			s.apps[clusterreport.EntryKey(e)] = e
-		}
-		f.mu.Lock()
-		if len(f.read) >= f.max {
-			for k := range f.read {
-				delete(f.read, k) // any one: a burst rereads at most one slice
-				break
-			}
-		}
-		f.read[key] = s
-		f.mu.Unlock()
+		s = v.(fullSlice)
 	}
 	e, ok := s.apps[appKey]
 	return e, ok, nil
+}
+
+// get reads a slice from the apiserver and keeps it.
+func (f *fullSlices) get(ctx context.Context, key types.NamespacedName) (fullSlice, error) {
+	slice := &statusv1alpha1.ApplicationStatusSlice{}
+	if err := f.reader.Get(ctx, key, slice); err != nil {
+		return fullSlice{}, err
+	}
+	s := fullSlice{resourceVersion: slice.ResourceVersion, apps: make(map[string]statusv1alpha1.AppStatus, len(slice.Apps))}
+	for _, e := range slice.Apps {
+		s.apps[clusterreport.EntryKey(e)] = e
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.read) >= f.max {
+		for k := range f.read {
+			delete(f.read, k) // any one: a burst rereads at most one slice
+			break
+		}
+	}
+	f.read[key] = s
+	return s, nil
 }

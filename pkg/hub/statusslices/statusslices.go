@@ -64,22 +64,22 @@ func (r *Reader) Find(cluster, workName string, hub types.NamespacedName) *clust
 	return app
 }
 
-// SliceVersion names one version of a slice.
-type SliceVersion struct {
-	Name, ResourceVersion string
+// Location is where FindWithSlice found an app: the slice that holds it, in the version
+// the cache holds, and the entry's Digest (statusv1alpha1.AppStatus.Digest).
+type Location struct {
+	Slice, ResourceVersion, Digest string
 }
 
-// FindWithSlice is Find, and also returns the slice that holds the app, as the cache
-// holds it.
-func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, SliceVersion) {
+// FindWithSlice is Find, and also returns where it found the app.
+func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, Location) {
 	list := &statusv1alpha1.ApplicationStatusSliceList{}
 	// Read-only: the cache's slices, not copies.
 	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
 		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, SliceVersion{}
+		return nil, Location{}
 	}
 	var found *statusv1alpha1.AppStatus
-	var foundIn SliceVersion
+	var foundIn Location
 	for i := range list.Items {
 		s := &list.Items[i]
 		if r.check(cluster, s) != nil {
@@ -92,13 +92,13 @@ func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedNam
 			// An app in two slices (an agent that stopped between two writes): the one
 			// observed last.
 			if matches && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
-				found, foundIn = e, SliceVersion{Name: s.Name, ResourceVersion: s.ResourceVersion}
+				found, foundIn = e, Location{Slice: s.Name, ResourceVersion: s.ResourceVersion, Digest: e.Digest}
 			}
 		}
 	}
 	r.forgetOthers(cluster, list.Items)
 	if found == nil {
-		return nil, SliceVersion{}
+		return nil, Location{}
 	}
 	app := AppOf(*found)
 	return &app, foundIn
@@ -190,10 +190,30 @@ func shortened(messages bool) string {
 	return ""
 }
 
-// ChangedApps returns the apps that differ between two versions of a slice (nil for
-// none): the old version of a removed or changed one, the new version of an added or
-// changed one. A controller enqueues the hub Applications of these.
+// ChangedApps returns the apps whose status differs between two versions of a slice
+// (nil for none): the old version of a removed or changed one, the new version of an
+// added or changed one. A controller enqueues the hub Applications of these. A change of
+// an app's tree alone (its Digest) is no change of its status.
 func ChangedApps(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterreport.App {
+	return changedApps(old, new, func(a, b statusv1alpha1.AppStatus) bool {
+		a.Digest, b.Digest = "", ""
+		return equality.Semantic.DeepEqual(a, b)
+	})
+}
+
+// ChangedTrees is ChangedApps for a controller that reads the whole entry, its tree
+// included: it compares the entries' Digests, which the hub's cache sets (and the
+// entries whole when one has none).
+func ChangedTrees(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterreport.App {
+	return changedApps(old, new, func(a, b statusv1alpha1.AppStatus) bool {
+		if a.Digest != "" && b.Digest != "" {
+			return a.Digest == b.Digest
+		}
+		return equality.Semantic.DeepEqual(a, b)
+	})
+}
+
+func changedApps(old, new *statusv1alpha1.ApplicationStatusSlice, same func(a, b statusv1alpha1.AppStatus) bool) []clusterreport.App {
 	index := func(s *statusv1alpha1.ApplicationStatusSlice) map[string]statusv1alpha1.AppStatus {
 		m := map[string]statusv1alpha1.AppStatus{}
 		if s != nil {
@@ -207,11 +227,11 @@ func ChangedApps(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterrepor
 	var changed []clusterreport.App
 	for key, a := range after {
 		b, ok := before[key]
-		if !ok || !equality.Semantic.DeepEqual(a, b) {
+		switch {
+		case !ok:
 			changed = append(changed, AppOf(a))
-		}
-		if ok && !equality.Semantic.DeepEqual(a, b) {
-			changed = append(changed, AppOf(b))
+		case !same(a, b):
+			changed = append(changed, AppOf(a), AppOf(b))
 		}
 	}
 	for key, b := range before {
@@ -225,8 +245,19 @@ func ChangedApps(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterrepor
 // EnqueueApp enqueues what a controller recomputes for one app of a cluster.
 type EnqueueApp func(ctx context.Context, cluster string, app clusterreport.App, q workqueue.TypedRateLimitingInterface[reconcile.Request])
 
-// Handler enqueues, for each change of a slice, the apps whose entries changed.
+// Handler enqueues, for each change of a slice, the apps whose status changed
+// (ChangedApps).
 func Handler(enqueue EnqueueApp) handler.EventHandler {
+	return handlerOf(enqueue, ChangedApps)
+}
+
+// TreeHandler enqueues, for each change of a slice, the apps whose entries changed, their
+// trees included (ChangedTrees).
+func TreeHandler(enqueue EnqueueApp) handler.EventHandler {
+	return handlerOf(enqueue, ChangedTrees)
+}
+
+func handlerOf(enqueue EnqueueApp, changed func(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterreport.App) handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	slice := func(o client.Object) *statusv1alpha1.ApplicationStatusSlice {
 		s, _ := o.(*statusv1alpha1.ApplicationStatusSlice)
@@ -239,13 +270,13 @@ func Handler(enqueue EnqueueApp) handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			each(ctx, e.Object.GetNamespace(), ChangedApps(nil, slice(e.Object)), q)
+			each(ctx, e.Object.GetNamespace(), changed(nil, slice(e.Object)), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			each(ctx, e.ObjectNew.GetNamespace(), ChangedApps(slice(e.ObjectOld), slice(e.ObjectNew)), q)
+			each(ctx, e.ObjectNew.GetNamespace(), changed(slice(e.ObjectOld), slice(e.ObjectNew)), q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			each(ctx, e.Object.GetNamespace(), ChangedApps(slice(e.Object), nil), q)
+			each(ctx, e.Object.GetNamespace(), changed(slice(e.Object), nil), q)
 		},
 	}
 }

@@ -118,6 +118,12 @@ type AppStatus struct {
 	// Truncated is set when the app alone did not fit in a slice and was cut.
 	// +optional
 	Truncated *Truncation `json:"truncated,omitempty"`
+
+	// Digest is not part of the API and never serialized: the hub's cache sets it to the
+	// bytes of clusterreport.EntryDigest of the entry as the agent wrote it, before it
+	// drops the tree's nodes and the resources' images, so that a change of those is
+	// still seen.
+	Digest string `json:"-"`
 }
 
 // ObjectRef points to a namespaced object.
