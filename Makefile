@@ -81,6 +81,10 @@ test-bench: tools-etcd tools-k8s ## The benchmark at SCALE=small as a smoke test
 bench: tools-etcd tools-k8s ## Measure propagation, freshness, memory, writes and the agent (test/bench) at SCALE (default full: writes docs/benchmarks.md)
 	go run ./test/bench -scale $(SCALE) -check $(if $(filter full,$(SCALE)),-out docs/benchmarks.md)
 
+.PHONY: bench-peer
+bench-peer: tools-etcd tools-k8s ## Propagation only, side by side with the upstream argocd-pull-integration in basic mode (test/bench -peer) at SCALE (full writes docs/benchmarks-peer.md); PEER_BIN= a peer binary built elsewhere
+	go run ./test/bench -peer -scale $(SCALE) $(if $(PEER_BIN),-peer-bin $(PEER_BIN)) $(if $(filter full,$(SCALE)),-out docs/benchmarks-peer.md)
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for minutes (FUZZ_LONG each, default 3m)
 	hack/fuzz.sh $(FUZZ_LONG)

@@ -14,6 +14,13 @@
 // clusters (test/sim). `make bench` runs it at full scale and writes docs/benchmarks.md;
 // `make test` runs it at -scale=small with -check, as a smoke test that fails on wrong
 // results (a lost work, a change never seen), never on timing.
+//
+// With -peer (`make bench-peer`, issue 13) it measures propagation only, side by side: the
+// upstream peer open-cluster-management-io/argocd-pull-integration in its basic mode, then
+// this project's manager, each alone on a fresh hub of the same clusters, with no work
+// agent and no stand-in agent; the time until every Application has its ManifestWork, the
+// create -> work latencies, CPU, peak RSS and the manager's requests, as P1 takes them
+// (peer.go). At full scale it writes docs/benchmarks-peer.md.
 package main
 
 import (
@@ -76,6 +83,8 @@ func main() {
 	onlyAgent := flag.Bool("only-agent", false, "run P5 alone: the real agent against a hub apiserver, without the manager")
 	agentApps := flag.Int("agent-apps", 0, "the local Applications of P5 (default: the scale's)")
 	agentResources := flag.Int("agent-resources", 0, "the managed resources of each local Application of P5 (default: the scale's)")
+	peer := flag.Bool("peer", false, "instead of the benchmarks, propagation only (no work agent, no stand-in agent), side by side: the upstream argocd-pull-integration "+peerVersion+" in basic mode, then this project's manager, each on a fresh hub; -out writes the comparison (make bench-peer: docs/benchmarks-peer.md)")
+	peerBin := flag.String("peer-bin", "", "with -peer: the upstream argocd-pull-integration binary to run (default: built from its Go module at "+peerVersion+" into .cache/peer)")
 	flag.Var(&managerArgs, "manager-arg", "an extra flag of the manager, e.g. -manager-arg=--concurrency=8 (repeatable); the default is the manager's own defaults")
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())
@@ -99,9 +108,32 @@ func main() {
 			os.Exit(1)
 		}
 		*dir = filepath.Join(root, ".cache", "bench", scale.Name)
+		if *peer {
+			*dir = filepath.Join(root, ".cache", "bench-peer", scale.Name)
+		}
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+
+	if *peer {
+		started := time.Now()
+		sides, err := runPeer(ctx, scale, *dir, *peerBin)
+		if len(sides) > 0 {
+			fmt.Println(peerTable(scale, sides))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if *out != "" {
+			if err := os.WriteFile(*out, []byte(peerMarkdown(scale, sides, started)), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+			fmt.Println("wrote", *out)
+		}
+		return
+	}
 
 	results, err := run(ctx, scale, *dir)
 	if err != nil {

@@ -30,60 +30,20 @@ import (
 func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager,
 	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
 	reader := standIns.Reader()
-	informers, ok := reader.(crcache.Informers)
-	if !ok {
-		return fmt.Errorf("the stand-ins' reader %T is no cache", reader)
-	}
-	latencies, err := watchWorkLatencies(ctx, informers)
-	if err != nil {
-		return err
-	}
 	before, err := hub.RequestCounts(ctx)
 	if err != nil {
 		return err
 	}
-	ownBefore := hub.Own.Counts()
 	cpuBefore, err := sim.ProcessCPU()
 	if err != nil {
 		return err
 	}
-	step("P1: creating %d Applications", len(appSets)*len(clusters))
-	start := time.Now()
-	keys, err := hub.CreateApplicationsTimed(ctx, appSets, clusters, parallelWrites, latencies.Created)
+	start, err := measureWorks(ctx, r, hub, reader, appSets, clusters, sim.WorkCheck.OK, step)
 	if err != nil {
 		return err
 	}
-	r.Apps, r.AppsCreated = len(keys), time.Since(start)
-	step("P1: created in %s; waiting for every work", since(start))
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
-		n, err := sim.CountPulledWorks(ctx, reader)
-		if err != nil || n < len(keys) {
-			return false, err
-		}
-		r.Works, err = sim.CheckWorks(ctx, reader)
-		return r.Works.OK(), err
-	})
-	r.Propagation = time.Since(start)
-	if cpu, cpuErr := sim.ProcessCPU(); cpuErr == nil {
-		r.PropagationCPU = cpu.Since(cpuBefore)
-	}
-	if err != nil {
-		return fmt.Errorf("P1: works not correct after %s: %v: %w", since(start), r.Works, err)
-	}
-	r.WorkLatencies = latencies.Latencies()
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		r.LoadAverage = strings.Join(strings.Fields(string(load))[:3], ", ")
-	}
-	if after, err := hub.RequestCounts(ctx); err == nil {
-		// The manager's requests: the apiserver's counts less the bench's own.
-		r.PropagationRequests = after.Since(before).Minus(hub.Own.Counts().Since(ownBefore))
-	}
-	step("P1: every work correct after %s (%.0f apps/s); create -> work p50 %s p99 %s; CPU used: %v; the manager's requests: %v",
-		since(start), float64(r.Apps)/r.Propagation.Seconds(), percentile(r.WorkLatencies, 50), percentile(r.WorkLatencies, 99),
-		r.PropagationCPU, r.PropagationRequests)
-
-	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
-		settled, err := sim.StatusSettled(ctx, reader, len(keys), len(clusters), len(appSets), r.Scale.ResourcesPerApp)
+		settled, err := sim.StatusSettled(ctx, reader, r.Apps, len(clusters), len(appSets), r.Scale.ResourcesPerApp)
 		return settled == "", err
 	})
 	r.StatusSettled = time.Since(start)
@@ -106,6 +66,67 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	}
 	step("P1: every hub Application and report shows its clusters after %s; hub writes: %v", since(start), r.PropagationWrites)
 	return nil
+}
+
+// measureWorks creates every Application of appSets for clusters, as fast as the hub
+// takes them, and waits until done holds of the works that reader (a watch-fed cache)
+// sees: the first half of P1, and the whole of the propagation-only run (-peer). It
+// records the figures up to then in r: the time, the create -> work latencies, the CPU
+// time of each process and the manager's requests (the apiserver's less the bench's own).
+func measureWorks(ctx context.Context, r *Results, hub *sim.Hub, reader client.Reader, appSets []*unstructured.Unstructured,
+	clusters []string, done func(sim.WorkCheck) bool, step func(string, ...any)) (start time.Time, err error) {
+	informers, ok := reader.(crcache.Informers)
+	if !ok {
+		return start, fmt.Errorf("the reader %T is no cache", reader)
+	}
+	latencies, err := watchWorkLatencies(ctx, informers)
+	if err != nil {
+		return start, err
+	}
+	before, err := hub.RequestCounts(ctx)
+	if err != nil {
+		return start, err
+	}
+	ownBefore := hub.Own.Counts()
+	cpuBefore, err := sim.ProcessCPU()
+	if err != nil {
+		return start, err
+	}
+	step("P1: creating %d Applications", len(appSets)*len(clusters))
+	start = time.Now()
+	keys, err := hub.CreateApplicationsTimed(ctx, appSets, clusters, parallelWrites, latencies.Created)
+	if err != nil {
+		return start, err
+	}
+	r.Apps, r.AppsCreated = len(keys), time.Since(start)
+	step("P1: created in %s; waiting for every work", since(start))
+	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
+		n, err := sim.CountPulledWorks(ctx, reader)
+		if err != nil || n < len(keys) {
+			return false, err
+		}
+		r.Works, err = sim.CheckWorks(ctx, reader)
+		return done(r.Works), err
+	})
+	r.Propagation = time.Since(start)
+	if cpu, cpuErr := sim.ProcessCPU(); cpuErr == nil {
+		r.PropagationCPU = cpu.Since(cpuBefore)
+	}
+	if err != nil {
+		return start, fmt.Errorf("P1: works not done after %s: %v: %w", since(start), r.Works, err)
+	}
+	r.WorkLatencies = latencies.Latencies()
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.LoadAverage = strings.Join(strings.Fields(string(load))[:3], ", ")
+	}
+	if after, err := hub.RequestCounts(ctx); err == nil {
+		// The manager's requests: the apiserver's counts less the bench's own.
+		r.PropagationRequests = after.Since(before).Minus(hub.Own.Counts().Since(ownBefore))
+	}
+	step("P1: every work done after %s (%.0f apps/s); create -> work p50 %s p99 %s; CPU used: %v; the manager's requests: %v",
+		since(start), float64(r.Apps)/r.Propagation.Seconds(), percentile(r.WorkLatencies, 50), percentile(r.WorkLatencies, 99),
+		r.PropagationCPU, r.PropagationRequests)
+	return start, nil
 }
 
 // countSlices counts the agents' ApplicationStatusSlices on the hub, and the apps they

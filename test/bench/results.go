@@ -240,7 +240,9 @@ func (r *Results) Markdown() string {
 	fmt.Fprintf(&b, `# Benchmarks
 
 Written by `+"`make bench`"+` (test/bench) on %s. Rerun it to refresh this page; the
-method is in the package documentation of test/bench and below.
+method is in the package documentation of test/bench and below. Propagation alone, side by
+side with the upstream argocd-pull-integration: [benchmarks-peer.md](benchmarks-peer.md)
+(`+"`make bench-peer`"+`).
 
 **Machine:** %d cores (%s), %d MiB of memory, %s, commit %s. The machine is shared and
 noisy: compare ratios and medians, not single figures. Load average (1, 5, 15 min) when

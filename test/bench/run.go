@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
@@ -33,9 +35,6 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	step := func(format string, args ...any) {
-		fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
 	step("building the manager and the agent")
 	managerBin, agentBin, err := sim.BuildBinaries(dir)
 	if err != nil {
@@ -55,24 +54,14 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, nil
 	}
 
-	start := time.Now()
-	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)
+	clusters, appSets, err := createClusters(ctx, hub, scale)
 	if err != nil {
 		return r, err
 	}
-	appSets, err := hub.CreateApplicationSets(ctx, scale.ApplicationSets)
-	if err != nil {
-		return r, err
-	}
-	step("created %d simulated clusters in %s", len(clusters), since(start))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	standIns, err := hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers, ResourcesPerApp: scale.ResourcesPerApp})
-	if err != nil {
-		return r, err
-	}
-	kubeconfig, err := hub.Kubeconfig("bench-manager", "system:masters")
 	if err != nil {
 		return r, err
 	}
@@ -83,21 +72,17 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	defer hubRedis.Close()
-	args := append([]string{"--argocd-redis=" + hubRedis.Addr()}, managerArgs...)
 	step("starting the manager")
-	manager, err := sim.StartManager(ctx, dir, managerBin, kubeconfig, args...)
+	manager, kubeconfig, args, err := startManager(ctx, hub, managerBin, hubRedis)
 	if err != nil {
 		return r, err
 	}
 	defer func() { manager.Stop(30 * time.Second) }()
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
-	start = time.Now()
-	if err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
-		n, err := sim.CountWorks(ctx, standIns.Reader(), func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
-		return n >= len(clusters), err
-	}); err != nil {
-		return r, fmt.Errorf("the addon framework did not deploy the agent to every cluster: %w", err)
+	start := time.Now()
+	if err := waitForAgentDeploys(ctx, standIns.Reader(), len(clusters)); err != nil {
+		return r, err
 	}
 	r.AddonInstall = time.Since(start)
 	step("the addon framework deployed %d agents in %s", len(clusters), since(start))
@@ -137,6 +122,48 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	}
 	r.Duration = time.Since(r.Started)
 	return r, nil
+}
+
+// startManager starts the manager binary against hub as the bench runs it: as an
+// administrator, with hubRedis as the hub Argo CD's Redis, and the -manager-arg flags;
+// and waits until it is ready. It returns the kubeconfig and the flags it runs with.
+func startManager(ctx context.Context, hub *sim.Hub, binary string, hubRedis *miniredis.Miniredis) (*sim.Manager, string, []string, error) {
+	kubeconfig, err := hub.Kubeconfig("bench-manager", "system:masters")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	args := append([]string{"--argocd-redis=" + hubRedis.Addr()}, managerArgs...)
+	manager, err := sim.StartManager(ctx, hub.Dir, binary, kubeconfig, args...)
+	return manager, kubeconfig, args, err
+}
+
+// createClusters creates scale's simulated clusters and ApplicationSets on hub.
+func createClusters(ctx context.Context, hub *sim.Hub, scale Scale) ([]string, []*unstructured.Unstructured, error) {
+	start := time.Now()
+	clusters, err := hub.CreateClusters(ctx, scale.Clusters, parallelWrites)
+	if err != nil {
+		return nil, nil, err
+	}
+	appSets, err := hub.CreateApplicationSets(ctx, scale.ApplicationSets)
+	if err != nil {
+		return nil, nil, err
+	}
+	step("created %d simulated clusters in %s", len(clusters), since(start))
+	return clusters, appSets, nil
+}
+
+// waitForAgentDeploys waits until the manager's addon framework has deployed the agent
+// to every one of the clusters (its deploy work in each cluster's namespace), as it would
+// long before the first Application, as reader (a cache) sees it.
+func waitForAgentDeploys(ctx context.Context, reader client.Reader, clusters int) error {
+	err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
+		n, err := sim.CountWorks(ctx, reader, func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
+		return n >= clusters, err
+	})
+	if err != nil {
+		return fmt.Errorf("the addon framework did not deploy the agent to every cluster: %w", err)
+	}
+	return nil
 }
 
 // waitFor polls done every half second until it is true, or timeout.

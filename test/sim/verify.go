@@ -35,6 +35,13 @@ func (c WorkCheck) OK() bool {
 	return c.Correct == c.Apps && c.Missing+c.Stale+c.Duplicated+c.Orphaned == 0
 }
 
+// Propagated reports whether every app has exactly one work and no work is orphaned,
+// whatever the works are named and hold: how the bench times a controller that names
+// and renders works its own way (the upstream peer of test/bench -peer).
+func (c WorkCheck) Propagated() bool {
+	return c.Correct+c.Stale == c.Apps && c.Missing+c.Duplicated+c.Orphaned == 0
+}
+
 func (c WorkCheck) String() string {
 	return fmt.Sprintf("%d apps: %d correct, %d missing, %d stale, %d duplicated; %d orphaned works %v",
 		c.Apps, c.Correct, c.Missing, c.Stale, c.Duplicated, c.Orphaned, c.Examples)
