@@ -3,6 +3,8 @@ package resourcetree
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -53,10 +55,52 @@ func encodeEntries(tree argocdcache.Tree, managed []argocdcache.ResourceDiff) (e
 	return e, nil
 }
 
+// sourceKey is the manager's own key beside an app's entries, with their expiration:
+// what they were rendered from (sourceOf). A manager that starts (a restart, a failover)
+// reads it to leave the entries of an unchanged app as they are, rather than read the
+// app's slice and write them again. Argo CD reads no key of this prefix.
+func sourceKey(instance string) string { return "argocd-pull|resource-tree-source|" + instance }
+
+// renderVersion names Render's output: change it whenever Render renders an entry
+// differently (TestRenderIsPinned fails then), so that a new manager writes every tree
+// again instead of trusting sourceKey.
+const renderVersion = "1"
+
+// sourceOf is the value of sourceKey for entries rendered from a slice entry whose
+// Digest is entryDigest.
+func sourceOf(entryDigest string) string {
+	return renderVersion + ":" + hex.EncodeToString([]byte(entryDigest))
+}
+
+// source returns the value of the app instance's sourceKey and its remaining time to
+// live; "" when it, or either entry, is not there.
+func (w *cacheWriter) source(ctx context.Context, instance string) (string, time.Duration, error) {
+	if err := w.down(); err != nil {
+		return "", 0, err
+	}
+	var value *redis.StringCmd
+	var ttl *redis.DurationCmd
+	var entries *redis.IntCmd
+	_, err := w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		value = p.Get(ctx, sourceKey(instance))
+		ttl = p.PTTL(ctx, sourceKey(instance))
+		entries = p.Exists(ctx, argocdcache.StoredKey(argocdcache.TreeKey(instance, 0), w.compression),
+			argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), w.compression))
+		return nil
+	})
+	if errors.Is(err, redis.Nil) || err == nil && entries.Val() != 2 {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, w.result(err)
+	}
+	return value.Val(), ttl.Val(), nil
+}
+
 // write sets the app instance's tree (one shard) and managed resources, and announces
 // the tree as SetAppResourcesTree does, so that argocd-server's tree watch (the UI)
-// reads it again.
-func (w *cacheWriter) write(ctx context.Context, instance string, e entries) error {
+// reads it again; and its sourceKey, to source.
+func (w *cacheWriter) write(ctx context.Context, instance string, e entries, source string) error {
 	if err := w.down(); err != nil {
 		return err
 	}
@@ -71,6 +115,7 @@ func (w *cacheWriter) write(ctx context.Context, instance string, e entries) err
 	_, err = w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, argocdcache.StoredKey(argocdcache.TreeKey(instance, 0), w.compression), tree, w.expiration)
 		p.Set(ctx, argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), w.compression), managed, w.expiration)
+		p.Set(ctx, sourceKey(instance), source, w.expiration)
 		p.Publish(ctx, argocdcache.ManagedResourcesKey(instance), "")
 		return nil
 	})
@@ -84,7 +129,7 @@ func (w *cacheWriter) remove(ctx context.Context, instance string) error {
 	}
 	_, err := w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, argocdcache.StoredKey(argocdcache.TreeKey(instance, 0), w.compression),
-			argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), w.compression))
+			argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), w.compression), sourceKey(instance))
 		p.Publish(ctx, argocdcache.ManagedResourcesKey(instance), "")
 		return nil
 	})

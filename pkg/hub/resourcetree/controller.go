@@ -241,6 +241,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.mu.Lock()
 	last, wrote := r.written[req.NamespacedName]
 	r.mu.Unlock()
+	if !wrote && at.Digest != "" {
+		// Not written by this process: entries an earlier one wrote from this entry stay.
+		if source, ttl, err := r.cache.source(ctx, instance); err == nil && source == sourceOf(at.Digest) {
+			last, wrote = written{entry: at.Digest, at: time.Now().Add(ttl - r.opts.Redis.Expiration)}, true
+			r.mu.Lock()
+			r.written[req.NamespacedName] = last
+			r.mu.Unlock()
+		}
+	}
 	fresh := wrote && !last.failing && time.Since(last.at) < refresh
 	if fresh && at.Digest != "" && last.entry == at.Digest {
 		// The entry written last, unchanged: the slice need not be read.
@@ -267,7 +276,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.mu.Unlock()
 		return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
 	}
-	if err := r.cache.write(ctx, instance, e); err != nil {
+	if err := r.cache.write(ctx, instance, e, sourceOf(entryDigest)); err != nil {
 		r.failed(ctx, req.NamespacedName, app, err)
 		return ctrl.Result{}, err
 	}

@@ -1,6 +1,7 @@
 package resourcetree
 
 import (
+	"encoding/hex"
 	"reflect"
 	"testing"
 
@@ -92,5 +93,38 @@ func TestRender(t *testing.T) {
 				t.Error("two renders of one entry differ")
 			}
 		})
+	}
+}
+
+// TestRenderIsPinned: Render's output for an entry with every field it reads is the one
+// renderVersion names. When Render changes, this fails: change renderVersion and the
+// digest below together, so that a new manager writes every tree again rather than
+// trusting the entries an earlier one wrote (sourceKey).
+func TestRenderIsPinned(t *testing.T) {
+	const pinned = "1 c3d27dfc"
+	healthy := &statusv1alpha1.Health{Status: "Healthy"}
+	entry := statusv1alpha1.AppStatus{
+		Namespace: "argocd", Name: "web", Sync: statusv1alpha1.SyncStatus{Status: "OutOfSync", Revision: "c0ffee"},
+		Health: &statusv1alpha1.Health{Status: "Progressing", Message: "rolling out"},
+		Resources: []statusv1alpha1.ResourceStatus{
+			{Version: "v1", Kind: "Service", Namespace: "web", Name: "web", Status: "Synced", Health: healthy},
+			{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web", Status: "OutOfSync",
+				Health: &statusv1alpha1.Health{Status: "Progressing", Message: "Waiting for rollout"}, Images: []string{"nginx:1"}},
+			{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "config", Status: "Synced"},
+		},
+		Nodes: []statusv1alpha1.ResourceNode{
+			{Version: "v1", Kind: "Pod", Namespace: "web", Name: "web-5d9c-x", Images: []string{"nginx:1"}, Health: healthy,
+				ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}}},
+			{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
+				ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
+		},
+		TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+	}
+	e, err := encodeEntries(Render(entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := renderVersion + " " + hex.EncodeToString(e.digest[:4]); got != pinned {
+		t.Errorf("Render's output changed (%s, pinned %s): change renderVersion, and pin the new output", got, pinned)
 	}
 }

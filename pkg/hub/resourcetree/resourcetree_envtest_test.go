@@ -229,3 +229,80 @@ func subscribe(t *testing.T, addr, channel string) <-chan string {
 	}()
 	return out
 }
+
+// TestARestartedManagerLeavesUnchangedTrees: a manager that starts (a restart, a
+// failover) leaves the entries that an earlier one wrote from the same slice entry as
+// they are: it reads neither the slice nor writes Redis for them. Entries that are gone
+// from Redis are written again.
+func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
+	env := shared.Get(t)
+	ctx := context.Background()
+	c := env.Client
+	g := testenv.NewGomega(t)
+	const cluster, name = "cluster2", "cluster2-api"
+	for _, ns := range []string{"argocd", cluster} {
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
+	}
+	redis := miniredis.RunT(t)
+	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
+		Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+	}}
+	startManager := func(t *testing.T) {
+		testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
+			func(mgr ctrl.Manager, c client.Client) error {
+				return resourcetree.Setup(mgr, c, statusslices.NewReader(c, addonName), opts)
+			})
+	}
+
+	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "api"},
+		"source": map[string]any{"repoURL": "https://a"},
+	}}}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	app.SetNamespace("argocd")
+	app.SetName(name)
+	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: cluster, argoapp.AnnotationSkipReconcile: "true"})
+	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	healthy := &statusv1alpha1.Health{Status: "Healthy"}
+	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{{
+		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
+		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+		Sync: statusv1alpha1.SyncStatus{Status: "Synced"}, Health: healthy,
+		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
+	}}}))).To(gomega.Succeed())
+
+	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
+	kube, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	sliceReads := func() float64 {
+		counts, err := sim.ReadRequestCounts(ctx, kube)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		return counts["GET applicationstatusslices"]
+	}
+	t.Run("the first manager writes the tree", func(t *testing.T) {
+		startManager(t)
+		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
+	})
+	// Ten minutes later, as Redis sees it: a write would set the expiration again.
+	redis.FastForward(10 * time.Minute)
+
+	t.Run("a restarted manager leaves it", func(t *testing.T) {
+		readsBefore, commandsBefore := sliceReads(), redis.CommandCount()
+		notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey(name))
+		startManager(t)
+		g.Eventually(redis.CommandCount).Should(gomega.BeNumerically(">=", commandsBefore+3), "the manager reads what an earlier one wrote")
+		g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
+		g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", 50*time.Minute, time.Minute), "the tree was written again")
+		g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads")
+	})
+
+	t.Run("a restarted manager writes a tree that is gone", func(t *testing.T) {
+		redis.Del(treeKey)
+		startManager(t)
+		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
+		g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+	})
+}
