@@ -91,8 +91,8 @@ type Options struct {
 	// KubeAPIQPS sets no limit: the apiserver's priority and fairness alone throttles.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	// ReportWriteInterval is the shortest time between two writes of one
-	// MulticlusterApplicationSetReport (see appsetreport.Options.WriteInterval).
+	// ReportWriteInterval paces the writes of one MulticlusterApplicationSetReport (see
+	// appsetreport.Options.WriteInterval).
 	ReportWriteInterval time.Duration
 	// ReportBudgetBytes bounds each MulticlusterApplicationSetReport, as JSON with its
 	// metadata; a report over it is cut, its counts exact (see

@@ -69,12 +69,13 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// WriteInterval is the shortest time between two writes of one report; the changes
-	// in between go into the next write. A report of a thousand clusters is hundreds of
-	// kilobytes, and every app of the ApplicationSet changes it while it rolls out.
-	// Negative means no limit. The interval also grows to writeCostFactor times the last
-	// write's duration, so that a busy apiserver spends at most about a tenth of its time
-	// on each report.
+	// WriteInterval paces the writes of one report: after writeBurst writes in a row,
+	// one per interval; the changes in between go into the next write. A report of a
+	// thousand clusters is hundreds of kilobytes, and every app of the ApplicationSet
+	// changes it while it rolls out. An isolated change is written at once, even just
+	// after a write. Negative means no limit. The interval also grows to writeCostFactor
+	// times the last write's duration, so that a busy apiserver spends at most about a
+	// tenth of its time on each report.
 	WriteInterval time.Duration
 	// BudgetBytes bounds each report: the most bytes it may take as JSON, metadata
 	// included. A report that does not fit at full detail is cut (CutToBudget), its
@@ -82,9 +83,25 @@ type Options struct {
 	BudgetBytes int64
 }
 
-// writeCostFactor: the next write of a report waits at least this many times as long
-// as its last write took.
+// writeCostFactor: the pace of a report's writes is at least this many times as long as
+// its last write took.
 const writeCostFactor = 10
+
+// writeBurst is how many writes of one report may follow each other without waiting
+// for the pace (Options.WriteInterval).
+const writeBurst = 2
+
+// writePace paces the writes of one report as a token bucket: a write spends one of
+// writeBurst credits, and a credit comes back every spacing.
+type writePace struct {
+	credits float64
+	at      time.Time // when credits was counted
+	spacing time.Duration
+}
+
+func (p writePace) creditsAt(now time.Time) float64 {
+	return min(writeBurst, p.credits+float64(now.Sub(p.at))/float64(p.spacing))
+}
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
@@ -134,7 +151,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
 	}
 	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
-		nextWrite: map[types.NamespacedName]time.Time{}, truncated: map[types.NamespacedName]bool{},
+		pace: map[types.NamespacedName]writePace{}, truncated: map[types.NamespacedName]bool{},
 		served: &servedSchema{reader: mgr.GetAPIReader()}}
 	agent := observed.AddonHandler{
 		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
@@ -174,8 +191,8 @@ type reconciler struct {
 	served *servedSchema
 
 	mu sync.Mutex
-	// nextWrite is when each report may be written next, for WriteInterval.
-	nextWrite map[types.NamespacedName]time.Time
+	// pace paces the writes of each report (WriteInterval).
+	pace map[types.NamespacedName]writePace
 	// truncated is whether each report was last seen or written cut to its budget, so
 	// that the Events say when a cut starts and ends, also where the served schema
 	// prunes summary.truncated (an ACM hub).
@@ -186,11 +203,15 @@ type reconciler struct {
 func (r *reconciler) untilWritable(key types.NamespacedName) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next, ok := r.nextWrite[key]
+	p, ok := r.pace[key]
 	if !ok {
 		return 0
 	}
-	return time.Until(next)
+	credits := p.creditsAt(time.Now())
+	if credits >= 1 {
+		return 0
+	}
+	return time.Duration((1 - credits) * float64(p.spacing))
 }
 
 // wrote records a write of the report key that took took, or forgets the report when
@@ -202,10 +223,14 @@ func (r *reconciler) wrote(key types.NamespacedName, took time.Duration, gone bo
 		delete(r.truncated, key)
 	}
 	if gone || r.opts.WriteInterval < 0 {
-		delete(r.nextWrite, key)
+		delete(r.pace, key)
 		return
 	}
-	r.nextWrite[key] = time.Now().Add(max(r.opts.WriteInterval, writeCostFactor*took))
+	now, credits := time.Now(), float64(writeBurst)
+	if p, ok := r.pace[key]; ok {
+		credits = p.creditsAt(now)
+	}
+	r.pace[key] = writePace{credits: credits - 1, at: now, spacing: max(r.opts.WriteInterval, writeCostFactor*took, time.Millisecond)}
 }
 
 // Reconcile renders the report of one ApplicationSet and writes it when it changed.
@@ -214,7 +239,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.watches(req.Namespace) {
 		return ctrl.Result{}, nil
 	}
-	// Changes coalesce into one write per WriteInterval; the queue holds the key once.
+	// Changes coalesce into the next write the pace allows; the queue holds the key once.
 	if wait := r.untilWritable(req.NamespacedName); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}

@@ -532,8 +532,9 @@ func TestReportController(t *testing.T) {
 			g.Expect(e.SyncStatus).To(gomega.Equal("OutOfSync"))
 		}).Should(gomega.Succeed())
 		elapsed := time.Since(start)
-		// One write per opts.WriteInterval started, and one for the last change.
-		maxWrites := int64(elapsed/opts.WriteInterval) + 2
+		// The burst's writes in a row, one per opts.WriteInterval started (the
+		// Consistently below included), and one for the last change.
+		maxWrites := int64(writeBurst) + int64((elapsed+1500*time.Millisecond)/opts.WriteInterval) + 1
 		g.Consistently(func() int64 { return int64(writes.Succeeded()) - before }, 1500*time.Millisecond, 100*time.Millisecond).
 			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
 	})

@@ -3,7 +3,6 @@ package appsetreport
 import (
 	"context"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -62,7 +61,7 @@ func TestTruncationEvents(t *testing.T) {
 	}
 	// A report that goes (its ApplicationSet deleted) is forgotten.
 	r := &reconciler{recorder: events.NewFakeRecorder(10), opts: Options{BudgetBytes: 1 << 20, WriteInterval: -1},
-		truncated: map[types.NamespacedName]bool{}, nextWrite: map[types.NamespacedName]time.Time{}}
+		truncated: map[types.NamespacedName]bool{}, pace: map[types.NamespacedName]writePace{}}
 	key := types.NamespacedName{Namespace: "openshift-gitops", Name: "guestbook"}
 	r.swapTruncated(key, true, false)
 	r.wrote(key, 0, true)
