@@ -97,6 +97,26 @@ func (w *cacheWriter) source(ctx context.Context, instance string) (string, time
 	return value.Val(), ttl.Val(), nil
 }
 
+// extend sets the expiration of the app instance's entries and sourceKey again, and
+// reports whether all three were there.
+func (w *cacheWriter) extend(ctx context.Context, instance string) (bool, error) {
+	if err := w.down(); err != nil {
+		return false, err
+	}
+	var kept [3]*redis.BoolCmd
+	_, err := w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, key := range []string{argocdcache.StoredKey(argocdcache.TreeKey(instance, 0), w.compression),
+			argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), w.compression), sourceKey(instance)} {
+			kept[i] = p.Expire(ctx, key, w.expiration)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, w.result(err)
+	}
+	return kept[0].Val() && kept[1].Val() && kept[2].Val(), nil
+}
+
 // write sets the app instance's tree (one shard) and managed resources, and announces
 // the tree as SetAppResourcesTree does, so that argocd-server's tree watch (the UI)
 // reads it again; and its sourceKey, to source.

@@ -244,16 +244,26 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !wrote && at.Digest != "" {
 		// Not written by this process: entries an earlier one wrote from this entry stay.
 		if source, ttl, err := r.cache.source(ctx, instance); err == nil && source == sourceOf(at.Digest) {
-			last, wrote = written{entry: at.Digest, at: time.Now().Add(ttl - r.opts.Redis.Expiration)}, true
+			writtenAt := time.Now().Add(min(0, ttl-r.opts.Redis.Expiration))
+			last, wrote = written{entry: at.Digest, at: writtenAt}, true
 			r.mu.Lock()
 			r.written[req.NamespacedName] = last
 			r.mu.Unlock()
 		}
 	}
 	fresh := wrote && !last.failing && time.Since(last.at) < refresh
-	if fresh && at.Digest != "" && last.entry == at.Digest {
+	if wrote && !last.failing && at.Digest != "" && last.entry == at.Digest {
 		// The entry written last, unchanged: the slice need not be read.
-		return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
+		if fresh {
+			return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
+		}
+		// Due for a refresh: the entries live on as they are, unless they are gone.
+		if kept, err := r.cache.extend(ctx, instance); err == nil && kept {
+			r.mu.Lock()
+			r.written[req.NamespacedName] = written{digest: last.digest, entry: last.entry, at: time.Now()}
+			r.mu.Unlock()
+			return ctrl.Result{RequeueAfter: refresh}, nil
+		}
 	}
 	entry, ok, err := r.full.entry(ctx, types.NamespacedName{Namespace: cluster, Name: at.Slice}, at.ResourceVersion, found.Key())
 	if err != nil {

@@ -233,7 +233,8 @@ func subscribe(t *testing.T, addr, channel string) <-chan string {
 // TestARestartedManagerLeavesUnchangedTrees: a manager that starts (a restart, a
 // failover) leaves the entries that an earlier one wrote from the same slice entry as
 // they are: it reads neither the slice nor writes Redis for them. Entries that are gone
-// from Redis are written again.
+// from Redis are written again. Unchanged entries live on: their expiration is set again,
+// and nothing else.
 func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	env := shared.Get(t)
 	ctx := context.Background()
@@ -304,5 +305,20 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		startManager(t)
 		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
 		g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+	})
+
+	t.Run("an unchanged tree lives on without its slice read or its entries written", func(t *testing.T) {
+		opts.Redis.Expiration = 4 * time.Second // a refresh every 2 s
+		readsBefore := sliceReads()
+		notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey(name))
+		startManager(t)
+		g.Eventually(func() time.Duration { return redis.TTL(treeKey) }, 5*time.Second).Should(
+			gomega.BeNumerically("<=", 4*time.Second), "the expiration is set again")
+		for _, key := range []string{argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip), "argocd-pull|resource-tree-source|" + name} {
+			g.Expect(redis.TTL(key)).To(gomega.BeNumerically("<=", 4*time.Second), key)
+		}
+		g.Consistently(notes, 3*time.Second).ShouldNot(gomega.Receive())
+		g.Expect(redis.Exists(treeKey)).To(gomega.BeTrue())
+		g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads")
 	})
 }
