@@ -126,7 +126,7 @@ func main() {
 			os.Exit(1)
 		}
 		if *out != "" {
-			if err := os.WriteFile(*out, []byte(peerMarkdown(scale, sides, started)), 0o644); err != nil {
+			if err := os.WriteFile(*out, []byte(peerMarkdown(scale, sides, started, *peerBin)), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				os.Exit(1)
 			}

@@ -290,8 +290,12 @@ func peerTable(scale Scale, sides []*peerSide) string {
 	return b.String()
 }
 
-// peerMarkdown is the comparison as docs/benchmarks-peer.md.
-func peerMarkdown(scale Scale, sides []*peerSide, started time.Time) string {
+// peerMarkdown is the comparison as docs/benchmarks-peer.md; peerBin is -peer-bin.
+func peerMarkdown(scale Scale, sides []*peerSide, started time.Time, peerBin string) string {
+	build := "built from its Go module with go install"
+	if peerBin != "" {
+		build = "the binary given with -peer-bin (where the Go module proxy does not serve the module: built with go build from its source at that tag)"
+	}
 	machine := describeMachine()
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Side by side with the upstream peer
@@ -321,8 +325,8 @@ named and holds) and no work is orphaned.
 	fmt.Fprintf(&b, `
 ## How each side runs
 
-- **%s**: the module %s at %s, its command run as
-  `+"`--mode=basic`"+`, as its chart's Deployment runs it, but for three things: it connects
+- **%s**: the command of the module %s at %s, %s, run with
+  `+"`--mode=basic`"+` as its chart's Deployment runs it, but for three things: it connects
   as an administrator (as this project's manager does here), it serves metrics and probes on
   loopback, and it runs without leader election (out of a cluster, controller-runtime finds no
   namespace for its lease). Its chart sets no GOMEMLIMIT; its memory limit there is 128 MiB,
@@ -343,11 +347,12 @@ measureWorks), from before the first Application is created until every work exi
   /proc/<pid>/stat; the bench's own process creates the Applications and runs the watches.
 - **peak RSS**: the manager's VmHWM at the end of the run.
 - **requests**: the apiserver's apiserver_request_total over that span, reads included, less the
-  requests of the bench's own clients (counted on their transport): the manager's.
+  requests of the bench's own clients (counted on their transport): the manager's, and a few
+  of the apiserver's own (its endpoint reconciler's reads and its lease renewals).
 - **works as this project renders them**: the works whose name and payload are what this
   project's manager renders (pkg/hub/propagation); the peer names and renders its works its own
   way, so it has none, as expected; not a fault of either.
-`, sides[0].Name, peerModule, peerVersion)
+`, sides[0].Name, peerModule, peerVersion, build)
 	return b.String()
 }
 
