@@ -23,6 +23,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -127,8 +128,8 @@ func StoredKey(key string, c Compression) string {
 }
 
 // Encode encodes v as redisCache.marshal does: the JSON of json.Encoder (with its
-// trailing newline), gzip-compressed with CompressionGzip. go-redis/cache stores the
-// bytes as they are.
+// trailing newline), gzip-compressed with CompressionGzip (at another level than Argo
+// CD's default: its gzip reader reads any). go-redis/cache stores the bytes as they are.
 func Encode(v any, c Compression) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
@@ -143,7 +144,9 @@ func Compress(encoded []byte, c Compression) ([]byte, error) {
 		return encoded, nil
 	}
 	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
+	gz := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(gz)
+	gz.Reset(&buf)
 	if _, err := gz.Write(encoded); err != nil {
 		return nil, fmt.Errorf("compress an Argo CD cache value: %w", err)
 	}
@@ -152,6 +155,14 @@ func Compress(encoded []byte, c Compression) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// gzipWriters are reused: each holds most of a megabyte of compressor state. They
+// compress at gzip.BestSpeed, a few times faster than the default level and about as
+// small for JSON of this kind; any level reads back the same.
+var gzipWriters = sync.Pool{New: func() any {
+	gz, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+	return gz
+}}
 
 // Decode decodes a value as redisCache.unmarshal does: JSON, gzip-compressed or not.
 func Decode(raw []byte, compressed bool, v any) error {
