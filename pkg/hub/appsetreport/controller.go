@@ -433,7 +433,8 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 	now := time.Now()
 	for i := range apps.Items {
 		app := &apps.Items[i]
-		if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
+		annotations := app.GetAnnotations() // a copy: read it once
+		if pulled, err := argoapp.IsPullRequested(app.GetLabels(), annotations); err != nil || !pulled {
 			continue
 		}
 		if app.GetDeletionTimestamp() != nil {
@@ -443,7 +444,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			foreign = true
 			continue
 		}
-		cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]
+		cluster := annotations[argoapp.AnnotationOCMManagedCluster]
 		workName := argoapp.ManifestWorkName(app.GetName(), app.GetUID())
 		work := worksByName[types.NamespacedName{Namespace: cluster, Name: workName}]
 		addon, ok := addons[cluster]

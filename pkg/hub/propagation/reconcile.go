@@ -526,11 +526,13 @@ func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstruc
 // boundToNamespace reports whether a PlacementDecision in namespace selects cluster.
 func (r *reconciler) boundToNamespace(ctx context.Context, namespace, cluster string) (bool, error) {
 	decisions := &clusterv1beta1.PlacementDecisionList{}
-	if err := r.client.List(ctx, decisions, client.InNamespace(namespace)); err != nil {
+	// Read-only: the cache's decisions, not copies of every decision per propagation.
+	if err := r.client.List(ctx, decisions, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("list the placement decisions of namespace %s: %w", namespace, err)
 	}
 	for i := range decisions.Items {
-		if ofPlacement(&decisions.Items[i]) && slices.Contains(selectedClusters(&decisions.Items[i]), cluster) {
+		d := &decisions.Items[i]
+		if ofPlacement(d) && slices.ContainsFunc(d.Status.Decisions, func(c clusterv1beta1.ClusterDecision) bool { return c.ClusterName == cluster }) {
 			return true, nil
 		}
 	}
