@@ -97,6 +97,20 @@ func (w *cacheWriter) source(ctx context.Context, instance string) (string, time
 	return value.Val(), ttl.Val(), nil
 }
 
+// setSource sets the app instance's sourceKey to source, keeping its expiration, when it
+// is there: entries rendered from another entry of the app were found to be what this one
+// renders.
+func (w *cacheWriter) setSource(ctx context.Context, instance, source string) error {
+	if err := w.down(); err != nil {
+		return err
+	}
+	err := w.client.SetArgs(ctx, sourceKey(instance), source, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil // gone: the entries are written again when next due
+	}
+	return w.result(err)
+}
+
 // extend sets the expiration of the app instance's entries and sourceKey again, and
 // reports whether all three were there.
 func (w *cacheWriter) extend(ctx context.Context, instance string) (bool, error) {

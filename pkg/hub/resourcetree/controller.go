@@ -280,7 +280,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	_, sum := clusterreport.EntryDigest(entry)
 	entryDigest := string(sum[:])
 	if fresh && last.digest == e.digest {
-		// A change that shows nowhere in the tree (a condition, a revision).
+		// A change that shows nowhere in the tree (a condition, a revision): the entries
+		// stay, and say what they are rendered from now.
+		if err := r.cache.setSource(ctx, instance, sourceOf(entryDigest)); err != nil {
+			r.failed(ctx, req.NamespacedName, app, err)
+			return ctrl.Result{}, err
+		}
 		r.mu.Lock()
 		r.written[req.NamespacedName] = written{digest: e.digest, entry: entryDigest, at: last.at}
 		r.mu.Unlock()

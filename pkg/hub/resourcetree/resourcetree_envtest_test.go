@@ -232,7 +232,8 @@ func subscribe(t *testing.T, addr, channel string) <-chan string {
 
 // TestARestartedManagerLeavesUnchangedTrees: a manager that starts (a restart, a
 // failover) leaves the entries that an earlier one wrote from the same slice entry as
-// they are: it reads neither the slice nor writes Redis for them. Entries that are gone
+// they are, also after changes of the app that showed nowhere in its tree: it reads
+// neither the slice nor writes Redis for them. Entries that are gone
 // from Redis are written again. Unchanged entries live on: their expiration is set again,
 // and nothing else.
 func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
@@ -268,12 +269,14 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
-	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{{
+	entry := statusv1alpha1.AppStatus{
 		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
 		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-		Sync: statusv1alpha1.SyncStatus{Status: "Synced"}, Health: healthy,
+		Sync: statusv1alpha1.SyncStatus{Status: "Synced", Revision: "a1"}, Health: healthy,
 		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
-	}}}))).To(gomega.Succeed())
+	}
+	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}})
+	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
 
 	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
 	kube, err := kubernetes.NewForConfig(env.Config)
@@ -283,9 +286,21 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		return counts["GET applicationstatusslices"]
 	}
+	sourceKey := "argocd-pull|resource-tree-source|" + name
 	t.Run("the first manager writes the tree", func(t *testing.T) {
 		startManager(t)
 		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
+		// A change that shows nowhere in the tree: the entries stay, and say what they
+		// are rendered from now.
+		before, err := redis.Get(sourceKey)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey(name))
+		entry.Sync.Revision = "b2"
+		slice.Apps = []statusv1alpha1.AppStatus{entry}
+		g.Expect(c.Update(ctx, slice)).To(gomega.Succeed())
+		g.Eventually(func() (string, error) { return redis.Get(sourceKey) }).ShouldNot(gomega.Equal(before))
+		g.Expect(redis.TTL(sourceKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+		g.Consistently(notes, time.Second).ShouldNot(gomega.Receive())
 	})
 	// Ten minutes later, as Redis sees it: a write would set the expiration again.
 	redis.FastForward(10 * time.Minute)
@@ -314,7 +329,7 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		startManager(t)
 		g.Eventually(func() time.Duration { return redis.TTL(treeKey) }, 5*time.Second).Should(
 			gomega.BeNumerically("<=", 4*time.Second), "the expiration is set again")
-		for _, key := range []string{argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip), "argocd-pull|resource-tree-source|" + name} {
+		for _, key := range []string{argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip), sourceKey} {
 			g.Expect(redis.TTL(key)).To(gomega.BeNumerically("<=", 4*time.Second), key)
 		}
 		g.Consistently(notes, 3*time.Second).ShouldNot(gomega.Receive())
