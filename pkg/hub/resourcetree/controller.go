@@ -238,19 +238,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, app)
 	}
 	refresh := r.opts.Redis.Expiration / 2
-	r.mu.Lock()
-	last, wrote := r.written[req.NamespacedName]
-	r.mu.Unlock()
-	if !wrote && at.Digest != "" {
-		// Not written by this process: entries an earlier one wrote from this entry stay.
-		if source, ttl, err := r.cache.source(ctx, instance); err == nil && source == sourceOf(at.Digest) {
-			writtenAt := time.Now().Add(min(0, ttl-r.opts.Redis.Expiration))
-			last, wrote = written{entry: at.Digest, at: writtenAt}, true
-			r.mu.Lock()
-			r.written[req.NamespacedName] = last
-			r.mu.Unlock()
-		}
-	}
+	last, wrote := r.lastWritten(ctx, req.NamespacedName, instance, at.Digest)
 	fresh := wrote && !last.failing && time.Since(last.at) < refresh
 	if wrote && !last.failing && at.Digest != "" && last.entry == at.Digest {
 		// The entry written last, unchanged: the slice need not be read.
@@ -307,6 +295,27 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"nodes", len(entry.Resources)+len(entry.Nodes))
 	}
 	return ctrl.Result{RequeueAfter: refresh}, nil
+}
+
+// lastWritten returns what was last written for the app key, and whether anything was:
+// by this process, or, for an app it has not written, by an earlier one from the entry
+// whose Digest is entryDigest (sourceKey), which it then takes for its own.
+func (r *reconciler) lastWritten(ctx context.Context, key types.NamespacedName, instance, entryDigest string) (written, bool) {
+	r.mu.Lock()
+	last, wrote := r.written[key]
+	r.mu.Unlock()
+	if wrote || entryDigest == "" {
+		return last, wrote
+	}
+	source, ttl, err := r.cache.source(ctx, instance)
+	if err != nil || source != sourceOf(entryDigest) {
+		return written{}, false
+	}
+	last = written{entry: entryDigest, at: time.Now().Add(min(0, ttl-r.opts.Redis.Expiration))}
+	r.mu.Lock()
+	r.written[key] = last
+	r.mu.Unlock()
+	return last, true
 }
 
 // remove deletes the entries this process wrote for an app (app is nil when it is gone).
