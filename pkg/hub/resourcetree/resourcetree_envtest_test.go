@@ -306,8 +306,8 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	redis.FastForward(10 * time.Minute)
 
 	t.Run("a restarted manager leaves it", func(t *testing.T) {
-		readsBefore, commandsBefore := sliceReads(), redis.CommandCount()
 		notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey(name))
+		readsBefore, commandsBefore := sliceReads(), redis.CommandCount()
 		startManager(t)
 		g.Eventually(redis.CommandCount).Should(gomega.BeNumerically(">=", commandsBefore+3), "the manager reads what an earlier one wrote")
 		g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
