@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,31 +62,17 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 		Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
 		Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
-	testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
-		func(mgr ctrl.Manager, c client.Client) error {
-			return resourcetree.Setup(mgr, c, statusslices.NewReader(c, addonName), opts)
-		})
+	startTreeManager(t, env, opts)
 
 	// Two hub apps: one pulled (skip-reconcile), one that the hub Argo CD also pushes.
-	newApp := func(name string, skip bool) *unstructured.Unstructured {
-		app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "web"},
-			"source": map[string]any{"repoURL": "https://a"},
-		}}}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		app.SetNamespace("argocd")
-		app.SetName(name)
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		annotations := map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1"}
-		if skip {
-			annotations[argoapp.AnnotationSkipReconcile] = "true"
-		}
-		app.SetAnnotations(annotations)
-		g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-		return app
-	}
-	pulled := newApp("cluster1-web", true)
-	pushed := newApp("cluster1-pushed", false)
+	hub := testenv.NewHub(t, env, "argocd")
+	pulled := hub.Application("cluster1-web", "cluster1")
+	hub.Create(pulled)
+	pushed := hub.Application("cluster1-pushed", "cluster1")
+	annotations := pushed.GetAnnotations()
+	delete(annotations, argoapp.AnnotationSkipReconcile)
+	pushed.SetAnnotations(annotations)
+	hub.Create(pushed)
 
 	// The agent's slice: a Deployment, its ReplicaSet and Pod.
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
@@ -160,13 +145,7 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 
 	// Another app's change rewrites nothing of this one, and does not even read the
 	// slice for it.
-	kube, err := kubernetes.NewForConfig(env.Config)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	sliceReads := func() float64 {
-		counts, err := sim.ReadRequestCounts(ctx, kube)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		return counts["GET applicationstatusslices"]
-	}
+	sliceReads := sliceReadCounter(t, env)
 	readsBefore := sliceReads()
 	otherChanged := entry("cluster1-pushed")
 	otherChanged.Health = &statusv1alpha1.Health{Status: "Degraded"}
@@ -211,6 +190,29 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Expect(c.Delete(ctx, pushed)).To(gomega.Succeed())
 }
 
+// startTreeManager starts, until t ends, a manager with the resource tree controller as
+// pkg/hub wires it: the manager's cache, which keeps the slices without their trees, and
+// the slices reader.
+func startTreeManager(t *testing.T, env *testenv.Env, opts resourcetree.Options) {
+	testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
+		func(mgr ctrl.Manager, c client.Client) error {
+			return resourcetree.Setup(mgr, c, statusslices.NewReader(c, addonName), opts)
+		})
+}
+
+// sliceReadCounter returns a reader of the apiserver's count of ApplicationStatusSlice
+// GETs (apiserver_request_total): the controller's reads, since the tests read none.
+func sliceReadCounter(t *testing.T, env *testenv.Env) func() float64 {
+	g := testenv.NewGomega(t)
+	kube, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return func() float64 {
+		counts, err := sim.ReadRequestCounts(context.Background(), kube)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		return counts["GET applicationstatusslices"]
+	}
+}
+
 // subscribe returns a channel of the messages published on channel.
 func subscribe(t *testing.T, addr, channel string) <-chan string {
 	t.Helper()
@@ -249,23 +251,10 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
 		Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
-	startManager := func(t *testing.T) {
-		testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
-			func(mgr ctrl.Manager, c client.Client) error {
-				return resourcetree.Setup(mgr, c, statusslices.NewReader(c, addonName), opts)
-			})
-	}
+	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "api"},
-		"source": map[string]any{"repoURL": "https://a"},
-	}}}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	app.SetNamespace("argocd")
-	app.SetName(name)
-	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: cluster, argoapp.AnnotationSkipReconcile: "true"})
-	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
+	hub := testenv.NewHub(t, env, "argocd")
+	hub.Create(hub.Application(name, cluster))
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
@@ -279,13 +268,7 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
 
 	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
-	kube, err := kubernetes.NewForConfig(env.Config)
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	sliceReads := func() float64 {
-		counts, err := sim.ReadRequestCounts(ctx, kube)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		return counts["GET applicationstatusslices"]
-	}
+	sliceReads := sliceReadCounter(t, env)
 	sourceKey := "argocd-pull|resource-tree-source|" + name
 	t.Run("the first manager writes the tree", func(t *testing.T) {
 		startManager(t)
