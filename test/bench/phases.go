@@ -30,25 +30,18 @@ import (
 func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager,
 	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
 	reader := standIns.Reader()
-	before, err := hub.RequestCounts(ctx)
+	began, err := measureWorks(ctx, r, hub, reader, appSets, clusters, sim.WorkCheck.OK, step)
 	if err != nil {
 		return err
 	}
-	cpuBefore, err := sim.ProcessCPU()
-	if err != nil {
-		return err
-	}
-	start, err := measureWorks(ctx, r, hub, reader, appSets, clusters, sim.WorkCheck.OK, step)
-	if err != nil {
-		return err
-	}
+	start := began.at
 	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
 		settled, err := sim.StatusSettled(ctx, reader, r.Apps, len(clusters), len(appSets), r.Scale.ResourcesPerApp)
 		return settled == "", err
 	})
 	r.StatusSettled = time.Since(start)
 	if cpu, cpuErr := sim.ProcessCPU(); cpuErr == nil {
-		r.SettledCPU = cpu.Since(cpuBefore)
+		r.SettledCPU = cpu.Since(began.cpu)
 	}
 	if err != nil {
 		return fmt.Errorf("P1: hub status not settled after %s: %w", since(start), err)
@@ -57,7 +50,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err != nil {
 		return err
 	}
-	r.PropagationWrites = after.WritesSince(before)
+	r.PropagationWrites = after.WritesSince(began.requests)
 	if r.HubSlices, r.HubSliceApps, err = countSlices(ctx, hub, r.Scale.ResourcesPerApp); err != nil {
 		return err
 	}
@@ -68,35 +61,44 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	return nil
 }
 
+// baseline is what measureWorks read when it started: the time, the apiserver's request
+// counts and each process's CPU time. P1 measures the status against it too.
+type baseline struct {
+	at       time.Time
+	requests sim.Requests
+	cpu      sim.CPU
+}
+
 // measureWorks creates every Application of appSets for clusters, as fast as the hub
 // takes them, and waits until done holds of the works that reader (a watch-fed cache)
 // sees: the first half of P1, and the whole of the propagation-only run (-peer). It
 // records the figures up to then in r: the time, the create -> work latencies, the CPU
 // time of each process and the manager's requests (the apiserver's less the bench's own).
 func measureWorks(ctx context.Context, r *Results, hub *sim.Hub, reader client.Reader, appSets []*unstructured.Unstructured,
-	clusters []string, done func(sim.WorkCheck) bool, step func(string, ...any)) (start time.Time, err error) {
+	clusters []string, done func(sim.WorkCheck) bool, step func(string, ...any)) (began baseline, err error) {
 	informers, ok := reader.(crcache.Informers)
 	if !ok {
-		return start, fmt.Errorf("the reader %T is no cache", reader)
+		return began, fmt.Errorf("the reader %T is no cache", reader)
 	}
 	latencies, err := watchWorkLatencies(ctx, informers)
 	if err != nil {
-		return start, err
+		return began, err
 	}
 	before, err := hub.RequestCounts(ctx)
 	if err != nil {
-		return start, err
+		return began, err
 	}
 	ownBefore := hub.Own.Counts()
 	cpuBefore, err := sim.ProcessCPU()
 	if err != nil {
-		return start, err
+		return began, err
 	}
 	step("P1: creating %d Applications", len(appSets)*len(clusters))
-	start = time.Now()
+	start := time.Now()
+	began = baseline{at: start, requests: before, cpu: cpuBefore}
 	keys, err := hub.CreateApplicationsTimed(ctx, appSets, clusters, parallelWrites, latencies.Created)
 	if err != nil {
-		return start, err
+		return began, err
 	}
 	r.Apps, r.AppsCreated = len(keys), time.Since(start)
 	step("P1: created in %s; waiting for every work", since(start))
@@ -113,7 +115,7 @@ func measureWorks(ctx context.Context, r *Results, hub *sim.Hub, reader client.R
 		r.PropagationCPU = cpu.Since(cpuBefore)
 	}
 	if err != nil {
-		return start, fmt.Errorf("P1: works not done after %s: %v: %w", since(start), r.Works, err)
+		return began, fmt.Errorf("P1: works not done after %s: %v: %w", since(start), r.Works, err)
 	}
 	r.WorkLatencies = latencies.Latencies()
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -126,7 +128,7 @@ func measureWorks(ctx context.Context, r *Results, hub *sim.Hub, reader client.R
 	step("P1: every work done after %s (%.0f apps/s); create -> work p50 %s p99 %s; CPU used: %v; the manager's requests: %v",
 		since(start), float64(r.Apps)/r.Propagation.Seconds(), percentile(r.WorkLatencies, 50), percentile(r.WorkLatencies, 99),
 		r.PropagationCPU, r.PropagationRequests)
-	return start, nil
+	return began, nil
 }
 
 // countSlices counts the agents' ApplicationStatusSlices on the hub, and the apps they
