@@ -69,7 +69,8 @@ func DecodeErrors(err error) []*DecodeError {
 // When the agent's conditions together take more than MaxBytes, Decode returns an empty
 // report and a *DecodeError for the whole report. Otherwise it returns every app and
 // diagnostic that decodes, sorted, and, when some app conditions did not decode, an error
-// that joins one *DecodeError for each. Use errors.Is with ErrMalformed, ErrTooLarge and
+// that joins one *DecodeError for each. An app that more than one condition reports is
+// left out, with a *DecodeError. Use errors.Is with ErrMalformed, ErrTooLarge and
 // ErrUnsupportedVersion, or errors.As with *DecodeError, to tell why. Decode never panics.
 func Decode(conditions []metav1.Condition) (Report, error) {
 	total := 0
@@ -84,7 +85,7 @@ func Decode(conditions []metav1.Condition) (Report, error) {
 
 	var report Report
 	var errs []error
-	seen := map[string]bool{}
+	copies := map[string]int{}
 	for _, c := range conditions {
 		switch {
 		case IsAppCondition(c.Type):
@@ -93,11 +94,7 @@ func Decode(conditions []metav1.Condition) (Report, error) {
 				errs = append(errs, err)
 				continue
 			}
-			if seen[app.Key()] {
-				errs = append(errs, &DecodeError{ConditionType: c.Type, Err: fmt.Errorf("%w: application %s reported twice", ErrMalformed, app.Key())})
-				continue
-			}
-			seen[app.Key()] = true
+			copies[app.Key()]++
 			report.Apps = append(report.Apps, app)
 		case c.Type == ConditionReportScope:
 			scope, err := decodeScope(c)
@@ -112,6 +109,16 @@ func Decode(conditions []metav1.Condition) (Report, error) {
 			})
 		}
 	}
+	// An app reported more than once has no copy to trust over the others, and keeping
+	// the first would make the answer depend on the order of the conditions: every copy
+	// is rejected.
+	report.Apps = slices.DeleteFunc(report.Apps, func(app App) bool {
+		n := copies[app.Key()]
+		if n > 1 {
+			errs = append(errs, &DecodeError{ConditionType: AppConditionType(app.Namespace, app.Name), Err: fmt.Errorf("%w: application %s reported %d times", ErrMalformed, app.Key(), n)})
+		}
+		return n > 1
+	})
 	slices.SortFunc(report.Apps, func(a, b App) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})

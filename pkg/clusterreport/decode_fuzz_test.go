@@ -40,6 +40,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppConditionType("argocd", "web"), `{"v":2}`)
 	f.Add(AppConditionType("argocd", strings.Repeat("a", 253)), `{"v":1,"namespace":"argocd","name":"`+strings.Repeat("a", 253)+`","observedAt":"2026-01-02T03:04:05Z"}`)
 	f.Add(AppConditionType("argocd", "日本語"), `{"v":1,"namespace":"argocd","name":"日本語","observedAt":"2026-01-02T03:04:05Z"}`)
+	// A second copy of a seed's app, observed at another time: neither copy is kept,
+	// whatever the order.
+	f.Add(AppConditionType("argocd", "bare"), `{"v":1,"namespace":"argocd","name":"bare","observedAt":"0000-01-01T00:00:00Z"}`)
 	f.Add(ConditionApplicationCRD, "anything")
 	f.Add("Available", "{")
 	f.Add("", "")
