@@ -71,7 +71,9 @@ const (
 // fit: the resource lists of the Synced and Healthy apps without errors, then all their
 // detail but the status; then the same for the other apps, keeping their error conditions
 // (cut shorter) to the end. Only when even that does not fit does it leave whole apps out:
-// healthy ones first, apps with errors last. The summary says what was cut.
+// healthy ones first, apps with errors last. The summary says what was cut. A report of
+// AppsInSlices gets no condition per app, and nothing is cut: the summary counts the
+// apps and says where they are.
 //
 // It fails on a report that is not valid: an app without a namespace or name, or with a
 // name longer than a Kubernetes name, two apps with the same key, or a diagnostic of
@@ -105,6 +107,9 @@ func Encode(r Report) (Encoding, error) {
 	budget := MaxBytes - fixed
 	total := 0
 	for _, p := range plans {
+		if r.AppsInSlices {
+			break // no condition per app: only the summary counts them
+		}
 		if err := p.render(detailFull); err != nil {
 			return Encoding{}, err
 		}
@@ -151,6 +156,9 @@ func Encode(r Report) (Encoding, error) {
 	var cut Cut
 	conditions := diagnostics
 	for _, p := range plans {
+		if r.AppsInSlices {
+			break
+		}
 		if p.dropped {
 			cut.Apps++
 			continue
@@ -166,7 +174,7 @@ func Encode(r Report) (Encoding, error) {
 		}
 		conditions = append(conditions, p.condition)
 	}
-	summary := summaryCondition(plans, cut)
+	summary := summaryCondition(plans, cut, r.AppsInSlices)
 	conditions = append(conditions, summary)
 	if scope != nil {
 		c, err := scopeCondition(*scope, cut.Apps)
@@ -593,8 +601,9 @@ var summaryReserve = ConditionSize(metav1.Condition{
 // summaryListed is how many apps that are not Synced and Healthy the summary names.
 const summaryListed = 5
 
-// summaryCondition returns the summary of the report, for people.
-func summaryCondition(plans []*appPlan, cut Cut) metav1.Condition {
+// summaryCondition returns the summary of the report, for people; inSlices says that
+// the apps are in the agent's status slices rather than in conditions of their own.
+func summaryCondition(plans []*appPlan, cut Cut, inSlices bool) metav1.Condition {
 	var notOK []*appPlan
 	for _, p := range plans {
 		if !p.app.SyncedAndHealthy() {
@@ -640,6 +649,9 @@ func summaryCondition(plans []*appPlan, cut Cut) metav1.Condition {
 			}
 		}
 		fmt.Fprintf(&b, " To fit the report in %d KiB, the agent %s.", MaxBytes/1024, strings.Join(parts, ", "))
+	}
+	if inSlices && len(plans) > 0 {
+		b.WriteString(" The status of each application is in the ApplicationStatusSlices of this addon in this namespace.")
 	}
 	c.Message = TruncateMessage(b.String(), MaxSummaryMessageBytes)
 	for ConditionSize(c) > summaryReserve {

@@ -507,6 +507,57 @@ func TestEncodeSummary(t *testing.T) {
 	}
 }
 
+func TestEncodeAppsInSlices(t *testing.T) {
+	// The apps of an agent that publishes them in status slices: no condition each, and
+	// nothing cut however many there are; the summary counts them all and says where
+	// they are, and the scope leaves none out.
+	var apps []App
+	for i := range 1500 {
+		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%04d", i), 20))
+	}
+	for i := range 500 {
+		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%04d", i), 20))
+	}
+	diagnostics := []Diagnostic{{Type: ConditionApplicationCRD, Status: "True", Reason: ReasonCRDFound, Message: "found"}}
+	enc, err := Encode(Report{Apps: apps, Diagnostics: diagnostics, Scope: &Scope{WatchNamespaces: []string{"fleet"}}, AppsInSlices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAPIValid(t, enc)
+	var types []string
+	for _, c := range enc.Conditions {
+		types = append(types, c.Type)
+	}
+	if want := []string{ConditionApplicationCRD, ConditionSummary, ConditionReportScope}; !slices.Equal(types, want) {
+		t.Fatalf("conditions %v, want %v", types, want)
+	}
+	if enc.Cut.Any() {
+		t.Errorf("cut %+v, want nothing cut", enc.Cut)
+	}
+	report := decodeAll(t, enc)
+	if len(report.Apps) != 0 || report.Scope == nil || report.Scope.AppsLeftOut != 0 {
+		t.Errorf("decoded %d apps, scope %+v; want none, none left out", len(report.Apps), report.Scope)
+	}
+	summary := findCondition(enc.Conditions, ConditionSummary)
+	if summary.Status != metav1.ConditionFalse || summary.Reason != ReasonNotAllSyncedAndHealthy ||
+		!strings.HasPrefix(summary.Message, "2000 applications: 500 Synced and Healthy, 1500 not: fleet/failing-0000 (OutOfSync/Degraded)") ||
+		!strings.HasSuffix(summary.Message, "The status of each application is in the ApplicationStatusSlices of this addon in this namespace.") {
+		t.Errorf("summary = %s %s %q", summary.Status, summary.Reason, summary.Message)
+	}
+	// An invalid app is refused all the same.
+	if _, err := Encode(Report{Apps: []App{{Namespace: "a"}}, AppsInSlices: true}); err == nil {
+		t.Error("Encode took an app without a name")
+	}
+	// Without apps, the summary is the one of an agent with none.
+	enc, err = Encode(Report{AppsInSlices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary := findCondition(enc.Conditions, ConditionSummary); summary.Message != "No Application from the hub on this cluster." {
+		t.Errorf("summary without apps = %q", summary.Message)
+	}
+}
+
 func TestEncodeInvalid(t *testing.T) {
 	tests := []struct {
 		name   string

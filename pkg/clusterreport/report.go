@@ -6,7 +6,8 @@
 //
 // The report is a set of metav1.Conditions, all owned by the agent:
 //   - one per Application, of type AppConditionType(namespace, name), whose message is a
-//     compact JSON payload carrying a Version;
+//     compact JSON payload carrying a Version, unless the agent publishes its apps in
+//     ApplicationStatusSlices (Report.AppsInSlices);
 //   - one summary (ConditionSummary) that a person reads in kubectl describe;
 //   - the agent's prerequisite diagnostics (ConditionApplicationCRD and friends);
 //   - the scope (ConditionReportScope): the namespaces the agent watches, and how many
@@ -167,6 +168,12 @@ type Report struct {
 	// Scope is what the report covers; nil when the agent does not say (an agent older
 	// than the scope condition: Decode returns nil for it too).
 	Scope *Scope
+	// AppsInSlices says that the agent publishes every app, complete, in its
+	// ApplicationStatusSlices (docs/design.md, 8a): Encode then writes no condition per
+	// app, only the summary of Apps, which says where they are. An agent sets it once
+	// the hub serves the slices; an agent of a hub without them (or older than them)
+	// writes a condition per app. Decode returns no apps for such a report.
+	AppsInSlices bool
 }
 
 // Scope is what an agent's report covers.

@@ -181,6 +181,13 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 		return err
 	}
 	a.goFunc(func() { a.slices.informer.RunWithContext(ctx) })
+	a.goFunc(func() {
+		// Where the agent reports its apps is known once the slices are listed: publish
+		// then, even when the hub holds none yet.
+		if cache.WaitForCacheSync(ctx.Done(), a.slices.informer.HasSynced) {
+			a.onHubChange()
+		}
+	})
 	var reader *treeReader
 	if opts.ArgoCDRedis != ArgoCDRedisDisabled {
 		secrets := dynamicSecrets{r: a.spokeDynamic.Resource(secretGVR).Namespace(opts.ArgoCDNamespace)}

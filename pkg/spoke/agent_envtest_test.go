@@ -41,7 +41,17 @@ func (f *fixture) expectAvailableKept() {
 }
 
 func TestPublishUpdateDelete(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
+	// On a hub that serves the status slices, the apps are there and the report on the
+	// ManagedClusterAddOn only sums them up; on a hub older than the slices, each app has
+	// a condition of that report.
+	for _, hubWithoutSlices := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hubWithoutSlices=%v", hubWithoutSlices), func(t *testing.T) {
+			testPublishUpdateDelete(t, newFixture(t, fixtureOptions{hubWithoutSlices: hubWithoutSlices}))
+		})
+	}
+}
+
+func testPublishUpdateDelete(t *testing.T, f *fixture) {
 	failing := status{
 		sync: "OutOfSync", health: "Missing", revision: "abc123", phase: "Failed", opMessage: "one or more objects failed to apply",
 		conditions: [][2]string{{"SyncError", forbiddenMessage}, {"OrphanedResourceWarning", "1 orphaned resource"}}, resources: 2,
@@ -80,10 +90,15 @@ func TestPublishUpdateDelete(t *testing.T) {
 	f.g.Expect(standalone.ApplicationSet).To(gomega.BeEmpty())
 
 	condition := f.condition(clusterreport.AppConditionType(f.appNS, "guestbook"))
-	f.g.Expect(condition.Status).To(gomega.Equal(metav1.ConditionFalse))
-	f.g.Expect(condition.Reason).To(gomega.Equal("OutOfSync_Missing"))
 	summary := f.condition(clusterreport.ConditionSummary)
 	f.g.Expect(summary.Message).To(gomega.HavePrefix("2 applications: 1 Synced and Healthy, 1 not: " + f.appNS + "/guestbook (OutOfSync/Missing)"))
+	if f.inSlices {
+		f.g.Expect(condition).To(gomega.BeNil())
+		f.g.Expect(summary.Message).To(gomega.HaveSuffix("The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
+	} else {
+		f.g.Expect(condition.Status).To(gomega.Equal(metav1.ConditionFalse))
+		f.g.Expect(condition.Reason).To(gomega.Equal("OutOfSync_Missing"))
+	}
 	f.g.Expect(f.condition(clusterreport.ConditionApplicationCRD).Status).To(gomega.Equal(metav1.ConditionTrue))
 	// The scope: the namespaces the agent watches, for the hub to compare.
 	f.g.Expect(f.report().Scope).To(gomega.Equal(&clusterreport.Scope{WatchNamespaces: []string{f.appNS}}))
@@ -105,13 +120,16 @@ func TestPublishUpdateDelete(t *testing.T) {
 		g.Expect(app.Sync.Revision).To(gomega.Equal("abc124"))
 		g.Expect(app.Conditions).To(gomega.BeEmpty())
 	})
-	f.g.Expect(f.condition(clusterreport.AppConditionType(f.appNS, "guestbook")).Status).To(gomega.Equal(metav1.ConditionTrue))
+	if !f.inSlices {
+		f.g.Expect(f.condition(clusterreport.AppConditionType(f.appNS, "guestbook")).Status).To(gomega.Equal(metav1.ConditionTrue))
+	}
 
-	// Delete: the app's condition goes.
+	// Delete: the app goes from the report, and its condition with it.
 	f.deleteApp("standalone")
-	f.g.Eventually(func() *metav1.Condition {
-		return f.condition(clusterreport.AppConditionType(f.appNS, "standalone"))
-	}).Should(gomega.BeNil())
+	f.g.Eventually(func() bool {
+		_, reported := f.reportedApp("standalone")
+		return reported || f.condition(clusterreport.AppConditionType(f.appNS, "standalone")) != nil
+	}).Should(gomega.BeFalse())
 	f.expectAvailableKept()
 
 	// Someone else rewrites the conditions without the agent's: the agent restores them.
@@ -224,7 +242,9 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 }
 
 func TestSizeBudget(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
+	// The budget of the report on the ManagedClusterAddOn, which carries the apps on a
+	// hub without the status slices.
+	f := newFixture(t, fixtureOptions{hubWithoutSlices: true})
 	const healthy, failing, resources = 40, 2, 100
 	for i := range healthy {
 		f.createApp(fmt.Sprintf("healthy-%02d", i), status{sync: "Synced", health: "Healthy", revision: "8f2c1e5d9a7b6c4d3e2f1a0b9c8d7e6f5a4b3c2d", phase: "Succeeded", resources: resources}.object(),
@@ -279,12 +299,12 @@ func TestHubLossAndReconnect(t *testing.T) {
 
 	f.hubProxy.cut()
 	cutAt := time.Now()
-	attempts := f.statusPatches.Load()
+	attempts := f.publishAttempts.Load()
 	f.setStatus("web", status{sync: "OutOfSync", health: "Progressing", revision: "during"}.object())
 	f.deleteApp("doomed")
 	// The agent keeps trying, with backoff.
-	f.g.Eventually(f.statusPatches.Load).Should(gomega.BeNumerically(">=", attempts+4))
-	tries, elapsed := f.statusPatches.Load()-attempts, time.Since(cutAt)
+	f.g.Eventually(f.publishAttempts.Load).Should(gomega.BeNumerically(">=", attempts+4))
+	tries, elapsed := f.publishAttempts.Load()-attempts, time.Since(cutAt)
 	web, _ := f.reportedApp("web")
 	f.g.Expect(web.Sync.Revision).To(gomega.Equal("before"))
 

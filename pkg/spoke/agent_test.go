@@ -172,19 +172,19 @@ func TestStamp(t *testing.T) {
 	web := observedApp{report: clusterreport.App{Namespace: "argocd", Name: "web", Sync: argoapp.SyncStatus{Status: "Synced", Revision: "a"}}}
 	p := newPublisher()
 
-	got := p.stamp([]observedApp{web}, nil, t0)
+	got := p.stamp([]observedApp{web}, nil, t0, false)
 	if !got[0].ObservedAt.Equal(t0) {
 		t.Fatalf("new app observed at %v, want %v", got[0].ObservedAt, t0)
 	}
-	if got := p.stamp([]observedApp{web}, nil, t0.Add(time.Minute)); !got[0].ObservedAt.Equal(t0) {
+	if got := p.stamp([]observedApp{web}, nil, t0.Add(time.Minute), false); !got[0].ObservedAt.Equal(t0) {
 		t.Errorf("unchanged app observed at %v, want %v", got[0].ObservedAt, t0)
 	}
 	changed := web
 	changed.report.Sync.Revision = "b"
-	if got := p.stamp([]observedApp{changed}, nil, t0.Add(2*time.Minute)); !got[0].ObservedAt.Equal(t0.Add(2 * time.Minute)) {
+	if got := p.stamp([]observedApp{changed}, nil, t0.Add(2*time.Minute), false); !got[0].ObservedAt.Equal(t0.Add(2 * time.Minute)) {
 		t.Errorf("changed app observed at %v", got[0].ObservedAt)
 	}
-	p.stamp(nil, nil, t0)
+	p.stamp(nil, nil, t0, false)
 	if len(p.observations) != 0 {
 		t.Errorf("gone apps are remembered: %v", p.observations)
 	}
@@ -198,11 +198,11 @@ func TestStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := newPublisher()
-	if got := restarted.stamp([]observedApp{web}, encoding.Conditions, t0); !got[0].ObservedAt.Equal(published.ObservedAt) {
+	if got := restarted.stamp([]observedApp{web}, encoding.Conditions, t0, false); !got[0].ObservedAt.Equal(published.ObservedAt) {
 		t.Errorf("after a restart observed at %v, want %v", got[0].ObservedAt, published.ObservedAt)
 	}
 	restarted = newPublisher()
-	if got := restarted.stamp([]observedApp{changed}, encoding.Conditions, t0); !got[0].ObservedAt.Equal(t0) {
+	if got := restarted.stamp([]observedApp{changed}, encoding.Conditions, t0, false); !got[0].ObservedAt.Equal(t0) {
 		t.Errorf("an app changed during a restart observed at %v, want %v", got[0].ObservedAt, t0)
 	}
 }

@@ -44,7 +44,7 @@ func TestReportConvergesAfterLongHubCut(t *testing.T) {
 
 	f.hubProxy.cut()
 	cutAt := time.Now()
-	attempts := f.statusPatches.Load()
+	attempts := f.publishAttempts.Load()
 	f.setStatus("web", status{sync: "OutOfSync", health: "Degraded", revision: "r2", phase: "Failed", opMessage: "one or more objects failed to apply",
 		conditions: [][2]string{{"SyncError", forbiddenMessage}}, resources: 3}.object())
 	f.setStatus("api", status{sync: "Synced", health: "Healthy", revision: "r2", resources: 4}.object())
@@ -60,11 +60,11 @@ func TestReportConvergesAfterLongHubCut(t *testing.T) {
 
 	// The hub comes back just after a publish attempt failed: the worst moment, when the
 	// agent has the longest to wait before it tries again.
-	failed := f.statusPatches.Load()
-	f.g.Eventually(f.statusPatches.Load).WithTimeout(defaultTuning().retryMax + 5*time.Second).Should(gomega.BeNumerically(">", failed))
+	failed := f.publishAttempts.Load()
+	f.g.Eventually(f.publishAttempts.Load).WithTimeout(defaultTuning().retryMax + 5*time.Second).Should(gomega.BeNumerically(">", failed))
 	f.hubProxy.restore()
 	restoredAt := time.Now()
-	tries := f.statusPatches.Load() - attempts
+	tries := f.publishAttempts.Load() - attempts
 	f.g.Eventually(f.hubFingerprints).WithTimeout(reconnectConvergence).Should(gomega.Equal(want),
 		"the report did not match the managed cluster within %v of the hub coming back", reconnectConvergence)
 	converged := time.Since(restoredAt)

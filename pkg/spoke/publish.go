@@ -65,6 +65,10 @@ func (a *agent) publish(ctx context.Context) error {
 		// Publishing now would drop the apps the agent has not listed yet.
 		return nil
 	}
+	channel := a.slices.channel()
+	if channel == channelUnknown {
+		return nil // the informer's sync or its first error asks for a publish
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	apps := a.observeApplications(state)
 
@@ -75,8 +79,20 @@ func (a *agent) publish(ctx context.Context) error {
 	if !hub.exists {
 		return errAddonMissing
 	}
+	// Once the hub serves the status slices, they carry every app, and the report on the
+	// ManagedClusterAddOn only their summary: the slices are written first, so that an
+	// app is never in neither. Before (a hub without the slices), the report carries a
+	// condition per app.
+	inSlices := channel == channelSlices
+	var writes sliceWrites
+	if inSlices {
+		if writes, err = a.publishSlices(ctx, apps, a.hubSnapshot().object, now); err != nil {
+			return err
+		}
+	}
 	report := clusterreport.Report{
-		Apps: a.publisher.stamp(apps, hub.conditions, now),
+		Apps:         a.publisher.stamp(apps, hub.conditions, now, inSlices),
+		AppsInSlices: inSlices,
 		Diagnostics: []clusterreport.Diagnostic{
 			crdDiagnostic(state),
 			controllerDiagnostic(state, apps, now, a.tuning.controllerStaleAfter),
@@ -105,11 +121,6 @@ func (a *agent) publish(ctx context.Context) error {
 		a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
 	}
 
-	// The status channel: every app, complete, in bounded slices.
-	writes, err := a.publishSlices(ctx, apps, a.hubSnapshot().object, now)
-	if err != nil {
-		return err
-	}
 	a.trees.retain(apps)
 	if writes != (sliceWrites{}) {
 		a.log.V(1).Info("published the status slices", "applications", len(apps), "applied", writes.applied, "deleted", writes.deleted)
@@ -230,10 +241,19 @@ func (a *agent) recordEvents(before hubState, after []metav1.Condition, encoding
 
 // stamp returns the apps' reports with their ObservedAt: kept while an app's content
 // does not change, taken from the report on the hub (onHub, the agent's conditions there)
-// when the agent first sees an app that did not change since, and now otherwise.
-func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time.Time) []clusterreport.App {
-	var published map[string]clusterreport.App // decoded on first need
+// when the agent first sees an app that did not change since, and now otherwise. Apps
+// reported in the status slices (inSlices) only count in the summary, which has no time:
+// their reports are returned as they are, and their entries keep their own ObservedAt.
+func (p *publisher) stamp(apps []observedApp, onHub []metav1.Condition, now time.Time, inSlices bool) []clusterreport.App {
 	out := make([]clusterreport.App, 0, len(apps))
+	if inSlices {
+		for _, observed := range apps {
+			out = append(out, observed.report)
+		}
+		clear(p.observations)
+		return out
+	}
+	var published map[string]clusterreport.App // decoded on first need
 	seen := make(map[string]bool, len(apps))
 	for _, observed := range apps {
 		app := observed.report

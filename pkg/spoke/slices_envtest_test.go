@@ -163,6 +163,50 @@ func TestStatusSlices(t *testing.T) {
 
 // TestStatusSlicesSelfHeal: a slice that someone else changes or deletes is written
 // back, and a restarted agent writes nothing when nothing changed.
+func TestReportMovesToSlicesWhenTheHubServesThem(t *testing.T) {
+	// An agent of a hub without the status slices reports each app in a condition of the
+	// ManagedClusterAddOn. Once the hub serves them (here: the upgrade grants the agent
+	// its slices), the agent writes the slices, then drops the conditions: at every
+	// moment of the move, each app is on the hub in one or the other.
+	f := newFixture(t, fixtureOptions{hubWithoutSlices: true})
+	const apps = 5
+	for i := range apps {
+		f.createApp(fmt.Sprintf("app-%d", i), status{sync: "Synced", health: "Healthy", revision: "abc", resources: 3}.object())
+	}
+	f.g.Eventually(func() int { return len(f.report().Apps) }).Should(gomega.Equal(apps))
+	f.g.Expect(f.slicesOnHub()).To(gomega.BeEmpty())
+
+	f.grantSlices()
+	polls := 0
+	f.g.Eventually(func(g gomega.Gomega) {
+		polls++
+		// The report first, then the slices: the agent writes them in the other order.
+		report, err := clusterreport.Decode(f.addon().Status.Conditions)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		entries, err := clusterreport.DecodeSlices(f.slicesOnHub())
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		onHub := map[string]bool{}
+		for _, app := range report.Apps {
+			onHub[app.Name] = true
+		}
+		for _, e := range entries {
+			onHub[e.Name] = true
+		}
+		if len(onHub) != apps {
+			f.t.Errorf("poll %d: %d apps on the hub, in %d conditions and %d slice entries; want all %d", polls, len(onHub), len(report.Apps), len(entries), apps)
+		}
+		g.Expect(report.Apps).To(gomega.BeEmpty())
+		g.Expect(entries).To(gomega.HaveLen(apps))
+	}).WithTimeout(time.Minute).Should(gomega.Succeed())
+	t.Logf("moved to the slices after %d polls", polls)
+	f.g.Expect(f.condition(clusterreport.ConditionSummary).Message).To(gomega.Equal(
+		"5 applications: all Synced and Healthy. The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
+
+	// It stays there: a change reaches the slices, and no condition comes back.
+	f.setStatus("app-0", status{sync: "OutOfSync", health: "Healthy", revision: "abd", resources: 3}.object())
+	f.eventuallyApp("app-0", func(g gomega.Gomega, app clusterreport.App) { g.Expect(app.Sync.Revision).To(gomega.Equal("abd")) })
+}
+
 func TestStatusSlicesSelfHeal(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	f.createApp("web", status{sync: "Synced", health: "Healthy", resources: 3}.object())

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,10 @@ var sliceGVR = statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)
 type statusSlices struct {
 	client   dynamic.ResourceInterface
 	informer cache.SharedIndexInformer
+	// listFailed is set when listing the slices failed before the informer synced: a hub
+	// older than the slices (no such resource), an identity not granted them, or a hub
+	// that did not answer.
+	listFailed atomic.Bool
 
 	mu sync.Mutex
 	// byName are the agent's slices on the hub; a newer resourceVersion replaces an older.
@@ -97,6 +102,30 @@ func digestEntry(e statusv1alpha1.AppStatus) hubSliceApp {
 	return hubSliceApp{namespace: e.Namespace, name: e.Name, size: size, digest: digest, observedAt: e.ObservedAt}
 }
 
+// channel says where the agent reports its apps: in the slices once their informer has
+// synced (the hub serves them to the agent); in the conditions of the ManagedClusterAddOn
+// when listing them failed first (a hub older than the slices); unknown before either,
+// when the agent waits rather than write every app's condition only to remove them
+// once the slices are listed.
+func (s *statusSlices) channel() reportChannel {
+	switch {
+	case s.informer.HasSynced():
+		return channelSlices
+	case s.listFailed.Load():
+		return channelConditions
+	}
+	return channelUnknown
+}
+
+// reportChannel is where the agent reports its apps (statusSlices.channel).
+type reportChannel int
+
+const (
+	channelUnknown reportChannel = iota
+	channelSlices
+	channelConditions
+)
+
 // newStatusSlices returns the agent's view of its slices in its cluster namespace, and
 // the informer to run. A change of a slice by anyone asks for a publish.
 func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed func()) (*statusSlices, error) {
@@ -117,6 +146,14 @@ func newStatusSlices(hub dynamic.Interface, cluster, addonName string, changed f
 		return newHubSlice(slice, digestEntry), nil
 	}); err != nil {
 		return nil, fmt.Errorf("transform the slices: %w", err)
+	}
+	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if !informer.HasSynced() && !s.listFailed.Swap(true) {
+			changed()
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, fmt.Errorf("handle the errors of the slices' watch: %w", err)
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.observe(obj); changed() },

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	hubaddon "github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -129,15 +131,19 @@ type fixture struct {
 	// hubProxy and spokeProxy sit between the agent and the apiservers when asked for.
 	hubProxy   *tcpProxy
 	spokeProxy *tcpProxy
-	// statusPatches counts the agent's patches of the status (attempts), and
-	// statusWrites those the hub accepted.
-	statusPatches atomic.Int64
+	// publishAttempts counts the agent's attempts to write its report to the hub:
+	// patches of the ManagedClusterAddOn's status and writes of its status slices.
+	// statusWrites counts the patches of the status that the hub accepted.
+	publishAttempts atomic.Int64
 	statusWrites  atomic.Int64
 	// sliceWrites counts the agent's accepted writes (apply, delete) of its
 	// ApplicationStatusSlices.
 	sliceWrites atomic.Int64
 	// redis plays Argo CD's application-controller cache.
 	redis *miniredis.Miniredis
+	// inSlices is true when the agent may read and write its ApplicationStatusSlices,
+	// and so reports its apps there (fixtureOptions.hubWithoutSlices).
+	inSlices bool
 
 	stopAgent func()
 }
@@ -148,6 +154,10 @@ type fixtureOptions struct {
 	proxySpoke bool
 	// spoke replaces the shared spoke apiserver.
 	spoke *rest.Config
+	// hubWithoutSlices plays a hub older than the status slices: the agent's identity is
+	// not granted them (grantSlices grants them later), so the agent reports every app
+	// in a condition of the ManagedClusterAddOn.
+	hubWithoutSlices bool
 	// adjust may change the options and periods.
 	adjust func(*Options, *tuning)
 }
@@ -198,6 +208,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.appNS)).To(gomega.Succeed())
 	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.addonNS)).To(gomega.Succeed())
 	f.createAddon()
+	f.inSlices = !fo.hubWithoutSlices
 	f.grantAgentIdentity()
 
 	if fo.proxyHub {
@@ -234,8 +245,7 @@ func (f *fixture) agentUser() string {
 // and create and patch on Events.
 func (f *fixture) grantAgentIdentity() {
 	f.t.Helper()
-	role := hubaddon.HubRole(testAddonName)
-	role.Name, role.Namespace = "argocd-pull-agent", f.cluster
+	role := f.agentRole()
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-agent", Namespace: f.cluster},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
@@ -243,6 +253,28 @@ func (f *fixture) grantAgentIdentity() {
 	}
 	f.g.Expect(f.hub.Create(f.ctx, role)).To(gomega.Succeed())
 	f.g.Expect(f.hub.Create(f.ctx, binding)).To(gomega.Succeed())
+}
+
+// agentRole is the agent's hub Role, without the status slices unless f.inSlices.
+func (f *fixture) agentRole() *rbacv1.Role {
+	role := hubaddon.HubRole(testAddonName)
+	role.Name, role.Namespace = "argocd-pull-agent", f.cluster
+	if !f.inSlices {
+		role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.Resources, statusv1alpha1.Resource)
+		})
+	}
+	return role
+}
+
+// grantSlices grants the agent its status slices: the hub is upgraded.
+func (f *fixture) grantSlices() {
+	f.t.Helper()
+	f.inSlices = true
+	role := &rbacv1.Role{}
+	f.g.Expect(f.hub.Get(f.ctx, types.NamespacedName{Namespace: f.cluster, Name: "argocd-pull-agent"}, role)).To(gomega.Succeed())
+	role.Rules = f.agentRole().Rules
+	f.g.Expect(f.hub.Update(f.ctx, role)).To(gomega.Succeed())
 }
 
 // agentHubConfig returns the agent's hub connection: the agent's identity, through the
@@ -257,10 +289,10 @@ func (f *fixture) agentHubConfig() *rest.Config {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			counted := req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, statusPath)
-			if counted {
-				f.statusPatches.Add(1)
-			}
 			slice := req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/"+statusv1alpha1.Resource)
+			if counted || slice {
+				f.publishAttempts.Add(1)
+			}
 			resp, err := rt.RoundTrip(req)
 			if counted && err == nil && resp.StatusCode < 300 {
 				f.statusWrites.Add(1)
@@ -324,12 +356,32 @@ func (f *fixture) addon() *addonv1beta1.ManagedClusterAddOn {
 	return addon
 }
 
-// report decodes the report on the hub; decoding errors fail the test.
+// report decodes the report on the hub, with the apps from the channel the agent
+// reports them in: its status slices (f.inSlices), where the report on the
+// ManagedClusterAddOn carries none, or that report. Decoding errors fail the test.
 func (f *fixture) report() clusterreport.Report {
 	f.t.Helper()
 	report, err := clusterreport.Decode(f.addon().Status.Conditions)
 	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	if f.inSlices {
+		f.g.Expect(report.Apps).To(gomega.BeEmpty(), "an agent that reports in slices wrote a condition per app")
+		report.Apps = f.sliceApps()
+	}
 	return report
+}
+
+// sliceApps returns the apps of the agent's status slices on the hub, as the hub reads
+// them (statusslices.AppOf), sorted; decoding errors fail the test.
+func (f *fixture) sliceApps() []clusterreport.App {
+	f.t.Helper()
+	entries, err := clusterreport.DecodeSlices(f.slicesOnHub())
+	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	var apps []clusterreport.App
+	for _, e := range entries {
+		apps = append(apps, statusslices.AppOf(e))
+	}
+	slices.SortFunc(apps, func(a, b clusterreport.App) int { return strings.Compare(a.Key(), b.Key()) })
+	return apps
 }
 
 // reportedApp returns the reported app of the given name in appNS, if any.
