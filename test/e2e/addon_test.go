@@ -126,7 +126,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 
 		var report clusterreport.App
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, addons, enabled.Name, "addon-guestbook")
+			app, found, err := reportedApp(ctx, enabled.Name, "addon-guestbook")
 			if !found || err != nil {
 				return "not reported", err
 			}

@@ -16,12 +16,15 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -121,8 +124,14 @@ func applyAddonPlacementForSpec(ctx context.Context, name string) {
 }
 
 // reportedApp returns what the cluster's agent reports on the hub about the spoke
-// Application called name, decoded by the hub's decoder.
-func reportedApp(ctx context.Context, addons addonclient.Interface, cluster, name string) (clusterreport.App, bool, error) {
+// Application called name: its entry in the agent's ApplicationStatusSlices, as the hub
+// reads it (statusslices.AppOf). The agent of this fleet reports its apps there, so its
+// report on the ManagedClusterAddOn must hold no condition per app: that is an error.
+func reportedApp(ctx context.Context, cluster, name string) (clusterreport.App, bool, error) {
+	addons, err := addonclient.NewForConfig(theFleet.Hub.Config)
+	if err != nil {
+		return clusterreport.App{}, false, err
+	}
 	mca, err := addons.AddonV1beta1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
 	if err != nil {
 		return clusterreport.App{}, false, err
@@ -131,10 +140,46 @@ func reportedApp(ctx context.Context, addons addonclient.Interface, cluster, nam
 	if err != nil {
 		return clusterreport.App{}, false, err
 	}
-	for _, a := range report.Apps {
-		if a.Name == name {
-			return a, true, nil
+	if len(report.Apps) > 0 {
+		return clusterreport.App{}, false, fmt.Errorf("the agent of %s wrote %d conditions per app on its ManagedClusterAddOn: it reports its apps in slices", cluster, len(report.Apps))
+	}
+	apps, err := sliceApps(ctx, cluster)
+	if err != nil {
+		return clusterreport.App{}, false, err
+	}
+	for _, app := range apps {
+		if app.Name == name {
+			return app, true, nil
 		}
 	}
 	return clusterreport.App{}, false, nil
+}
+
+// sliceApps returns the apps of the cluster's agent in its ApplicationStatusSlices on the
+// hub, as the hub reads them (statusslices.AppOf).
+func sliceApps(ctx context.Context, cluster string) ([]clusterreport.App, error) {
+	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
+	if err != nil {
+		return nil, err
+	}
+	list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(cluster).List(ctx,
+		metav1.ListOptions{LabelSelector: statusv1alpha1.LabelAddon + "=" + addonName})
+	if err != nil {
+		return nil, err
+	}
+	typed := make([]statusv1alpha1.ApplicationStatusSlice, len(list.Items))
+	for i := range list.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &typed[i]); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := clusterreport.DecodeSlices(typed)
+	if err != nil {
+		return nil, err
+	}
+	apps := make([]clusterreport.App, 0, len(entries))
+	for _, e := range entries {
+		apps = append(apps, statusslices.AppOf(e))
+	}
+	return apps, nil
 }

@@ -198,7 +198,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			if err := sameManager(); err != nil {
 				return "", err
 			}
-			reported, found, err := reportedApp(ctx, addons, target.Name, appName)
+			reported, found, err := reportedApp(ctx, target.Name, appName)
 			if !found || err != nil {
 				return "not reported", err
 			}

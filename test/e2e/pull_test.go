@@ -109,7 +109,7 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 		// the hub Application.
 		var workName string
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, addons, target.Name, appName)
+			app, found, err := reportedApp(ctx, target.Name, appName)
 			if !found || err != nil {
 				return "not reported", err
 			}
@@ -155,7 +155,7 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 			}
 			return *d.Spec.Replicas, nil
 		}).Should(BeEquivalentTo(2))
-		app, found, err := reportedApp(ctx, addons, target.Name, appName)
+		app, found, err := reportedApp(ctx, target.Name, appName)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).To(BeTrue())
 		Expect(app.Sync.Revision).To(Equal(newRev))
@@ -223,7 +223,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 			st, err := argoapp.DecodeStatus(u)
 			return st.Conditions, err
 		}).Should(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))), "the hub app shows the spoke's SyncError")
-		reported, found, err := reportedApp(ctx, addons, target.Name, forbidden)
+		reported, found, err := reportedApp(ctx, target.Name, forbidden)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).To(BeTrue())
 		Expect(reported.Conditions).To(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))))

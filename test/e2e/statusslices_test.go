@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,7 +25,8 @@ import (
 
 // completeResources and completeNameLength shape the complete-status scenario: 40 pulled
 // apps on one cluster whose resource lists together exceed what the ManagedClusterAddOn
-// report can carry (clusterreport.MaxBytes): the report shortens some of them; the status
+// report can carry (clusterreport.MaxBytes): a condition per app there, as an agent of a
+// hub without the status slices reports them, would shorten some of them; the status
 // slices carry all of them to the hub.
 //
 // The fleet had 100 ConfigMaps with short names per app (4,000 resources, of which
@@ -164,19 +166,28 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 			return incomplete, nil
 		}).Should(BeEmpty())
 
-		By("the ManagedClusterAddOn report alone could not have carried them")
+		By("the ManagedClusterAddOn report only sums the apps up, and could not have carried them")
 		mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		report, err := clusterreport.Decode(mca.Status.Conditions)
 		Expect(err).NotTo(HaveOccurred())
-		cut := 0
-		for _, app := range report.Apps {
-			if strings.Contains(app.Name, "-complete-") && len(app.Resources) < resources {
-				cut++
+		Expect(report.Apps).To(BeEmpty(), "the agent wrote a condition per app beside its slices")
+		summary := meta.FindStatusCondition(mca.Status.Conditions, clusterreport.ConditionSummary)
+		Expect(summary).NotTo(BeNil())
+		Expect(summary.Message).To(HaveSuffix("The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
+		inSlices, err := sliceApps(ctx, target.Name)
+		Expect(err).NotTo(HaveOccurred())
+		var complete []clusterreport.App
+		for _, app := range inSlices {
+			if strings.Contains(app.Name, "-complete-") {
+				complete = append(complete, app)
 			}
 		}
-		GinkgoWriter.Printf("the ManagedClusterAddOn report shortened %d of %d resource lists\n", cut, apps)
-		Expect(cut).To(BeNumerically(">", 0))
+		Expect(complete).To(HaveLen(apps))
+		asConditions, err := clusterreport.Encode(clusterreport.Report{Apps: complete})
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("a condition per app, as an agent of a hub without slices reports them, would shorten %d of %d resource lists\n", asConditions.Cut.ResourceLists, apps)
+		Expect(asConditions.Cut.ResourceLists).To(BeNumerically(">", 0))
 
 		By(fmt.Sprintf("each ApplicationSet's report lists the %d resources", resources))
 		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}

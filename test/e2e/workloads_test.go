@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -40,7 +39,6 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 	)
 	var (
 		hubDyn   dynamic.Interface
-		addons   addonclient.Interface
 		target   *fleet.ManagedCluster
 		spokeDyn dynamic.Interface
 		head     string
@@ -48,8 +46,6 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		var err error
 		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		// The pull suite uses this cluster too; each suite enables the addon and removes
 		// it, agent included, before it ends.
@@ -134,7 +130,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 
 		By("the agent's report and the ApplicationSet report count it healthy")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, addons, target.Name, hubApp)
+			app, found, err := reportedApp(ctx, target.Name, hubApp)
 			if !found || err != nil {
 				return "not reported", err
 			}
@@ -220,7 +216,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		// The agent publishes on its own schedule: the work's status feedback may reach the
 		// hub Application first.
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, addons, target.Name, failing)
+			app, found, err := reportedApp(ctx, target.Name, failing)
 			if !found || err != nil {
 				return "not reported", err
 			}

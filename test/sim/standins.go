@@ -254,9 +254,9 @@ func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Conditi
 
 // reconcileAgent plays the addon agent of one cluster: it reports the cluster's pulled
 // Applications, as the work agent applied them, synced and healthy, with their
-// resources, their resource tree and any injected conditions, as pkg/spoke does: the
-// report on the ManagedClusterAddOn, applied when it changed, then the status slices,
-// each applied when it changed.
+// resources, their resource tree and any injected conditions, as pkg/spoke does on a
+// hub that serves the status slices: the slices, each applied when it changed, then the
+// report on the ManagedClusterAddOn (its summary of the apps), applied when it changed.
 func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcile.Result, error) {
 	works := &workv1.ManifestWorkList{}
 	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
@@ -275,23 +275,28 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	if len(report.Apps) == 0 && s.lastPublished(cluster) == nil {
 		return reconcile.Result{}, nil
 	}
-	addon, err := s.publishReport(ctx, cluster, report)
-	if err != nil {
+	// The slices first, then the report that only sums the apps up, as the agent of a
+	// hub that serves the slices does.
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	if err := s.mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: cluster, Name: AddonName}, addon); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, s.publishSlices(ctx, addon, report.Apps)
+	if err := s.publishSlices(ctx, addon, report.Apps); err != nil {
+		return reconcile.Result{}, err
+	}
+	report.AppsInSlices = true
+	return reconcile.Result{}, s.publishReport(ctx, cluster, report)
 }
 
-// publishReport applies the report of cluster when it differs from the last applied, and
-// returns the cluster's ManagedClusterAddOn.
-func (s *StandIns) publishReport(ctx context.Context, cluster string, report clusterreport.Report) (*addonv1beta1.ManagedClusterAddOn, error) {
+// publishReport applies the report of cluster when it differs from the last applied.
+func (s *StandIns) publishReport(ctx context.Context, cluster string, report clusterreport.Report) error {
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: AddonName, Namespace: cluster}}
 	encoding, err := clusterreport.Encode(report)
 	if err != nil {
-		return nil, fmt.Errorf("encode the report of %s: %w", cluster, err)
+		return fmt.Errorf("encode the report of %s: %w", cluster, err)
 	}
 	if slices.EqualFunc(encoding.Conditions, s.lastPublished(cluster), sameCondition) {
-		return addon, s.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(addon), addon)
+		return nil
 	}
 	now := metav1.Now()
 	conditions := slices.Clone(encoding.Conditions)
@@ -300,17 +305,17 @@ func (s *StandIns) publishReport(ctx context.Context, cluster string, report clu
 	}
 	body, err := spoke.ReportApplyPatch(AddonName, cluster, conditions)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.mgr.GetClient().Status().Patch(ctx, addon, client.RawPatch(types.ApplyPatchType, body),
 		client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
-		return nil, fmt.Errorf("apply the report of %s: %w", cluster, err)
+		return fmt.Errorf("apply the report of %s: %w", cluster, err)
 	}
 	s.ReportWrites.Add(1)
 	s.mu.Lock()
 	s.published[cluster] = encoding.Conditions
 	s.mu.Unlock()
-	return addon, nil
+	return nil
 }
 
 // publishSlices plays the agent's status channel (docs/design.md, 8a): every app of the
