@@ -135,7 +135,7 @@ type fixture struct {
 	// patches of the ManagedClusterAddOn's status and writes of its status slices.
 	// statusWrites counts the patches of the status that the hub accepted.
 	publishAttempts atomic.Int64
-	statusWrites  atomic.Int64
+	statusWrites    atomic.Int64
 	// sliceWrites counts the agent's accepted writes (apply, delete) of its
 	// ApplicationStatusSlices.
 	sliceWrites atomic.Int64
