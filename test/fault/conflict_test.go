@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 )
@@ -232,12 +233,30 @@ func TestConflictStorm(t *testing.T) {
 				g.Expect(agentConditions(app)).To(gomega.BeEmpty(), app.GetName())
 			}
 		}
+		// And each ApplicationSet's report, whose writes are paced (a report written
+		// during the storm takes the last change a pace later).
+		reports := &appsv1alpha1.MulticlusterApplicationSetReportList{}
+		g.Expect(f.hub.Client.List(f.ctx, reports, client.InNamespace(sim.AppNamespace))).To(gomega.Succeed())
+		g.Expect(reports.Items).To(gomega.HaveLen(len(f.appSets)))
+		for _, report := range reports.Items {
+			g.Expect(report.Statuses.ClusterConditions).To(gomega.HaveLen(len(f.clusters)), report.Name)
+			for _, entry := range report.Statuses.ClusterConditions {
+				// App is <ApplicationSet namespace>/<hub Application>/<cluster>/<work>.
+				parts := strings.Split(entry.App, "/")
+				g.Expect(parts).To(gomega.HaveLen(4), report.Name)
+				var conditions []argoapp.Condition
+				for _, c := range entry.Conditions {
+					conditions = append(conditions, argoapp.Condition{Type: c.Type, Message: c.Message})
+				}
+				g.Expect(conditions).To(gomega.Equal(want[parts[1]]), "report %s, %s", report.Name, entry.App)
+			}
+		}
 		check, err := sim.CheckWorks(f.ctx, f.hub.Client)
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(check.OK()).To(gomega.BeTrue(), "%v", check)
 	}).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(gomega.Succeed())
 	settled := time.Now()
-	t.Logf("every app showed the last change %s after the storm", settled.Sub(stormEnd).Round(10*time.Millisecond))
+	t.Logf("every app and report showed the last change %s after the storm", settled.Sub(stormEnd).Round(10*time.Millisecond))
 
 	// No hot loop: the writes stop (the leader's Lease renewals aside) and stay stopped.
 	const quietFor = 10 * time.Second
@@ -254,9 +273,9 @@ func TestConflictStorm(t *testing.T) {
 		}
 		g.Expect(time.Since(lastWrite)).To(gomega.BeNumerically(">=", quietFor), "the last writes: %v", lastWrites)
 	}).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(gomega.Succeed())
-	t.Logf("writes stopped %s after every app showed the last change (%s after the storm), and stayed 0 for %s; the last ones: %v",
+	t.Logf("writes stopped %s after every app and report showed the last change (%s after the storm), and stayed 0 for %s; the last ones: %v",
 		lastWrite.Sub(settled).Round(10*time.Millisecond), lastWrite.Sub(stormEnd).Round(10*time.Millisecond), quietFor, lastWrites)
-	g.Expect(lastWrite.Sub(settled)).To(gomega.BeNumerically("<", 5*time.Second), "writes went on after every app showed the last change")
+	g.Expect(lastWrite.Sub(settled)).To(gomega.BeNumerically("<", 5*time.Second), "writes went on after every app and report showed the last change")
 
 	exited, exitErr := manager.Exited()
 	g.Expect(exited).To(gomega.BeFalse(), "the manager exited: %v", exitErr)
