@@ -336,7 +336,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := SetupControllers(mgr, c, opts); err != nil {
 		return err
 	}
-	addonMgr, err := newAddonManager(cfg, opts)
+	addonMgr, agentAddon, err := newAddonManager(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -345,6 +345,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	go func() {
 		select {
 		case <-mgr.Elected():
+			agentAddon.Start(ctx)
 			if err := addon.StartFramework(ctx, cfg, addonMgr, []string{opts.AddonName}); err != nil {
 				errs <- fmt.Errorf("start the addon framework: %w", err)
 			}
@@ -410,15 +411,15 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	return nil
 }
 
-// newAddonManager registers the agent with addon-framework's manager.
-func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager, error) {
+// newAddonManager registers the agent with addon-framework's manager, and returns both.
+func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager, *addon.AgentAddon, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addons, err := addonclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	agentAddon, err := addon.NewAgentAddon(addon.Options{
 		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
@@ -428,14 +429,14 @@ func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager,
 		ArgoCDNamespace: opts.ArgoCDNamespace,
 	}, kube, addons)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addonMgr, err := addonmanager.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create the addon framework manager: %w", err)
+		return nil, nil, fmt.Errorf("create the addon framework manager: %w", err)
 	}
 	if err := addonMgr.AddAgent(agentAddon); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return addonMgr, nil
+	return addonMgr, agentAddon, nil
 }

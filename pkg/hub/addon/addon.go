@@ -57,16 +57,21 @@ type Options struct {
 	ArgoCDNamespace string
 }
 
-// agentAddon renders the agent's manifests for each cluster; see Manifests.
-type agentAddon struct {
+// AgentAddon renders the agent's manifests for each cluster (see Manifests) and grants
+// each agent its hub permissions.
+type AgentAddon struct {
 	opts      Options
 	adcGetter utils.AddOnDeploymentConfigGetter
 	hubKube   kubernetes.Interface
+	// hubRBAC caches the agents' hub Roles and RoleBindings; nil without hubKube.
+	hubRBAC *hubRBACCache
 }
 
+var _ agent.AgentAddon = &AgentAddon{}
+
 // NewAgentAddon returns the addon for the framework's manager. hubKube creates the agent's
-// hub RBAC; addons reads AddOnDeploymentConfigs.
-func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclient.Interface) (agent.AgentAddon, error) {
+// hub RBAC; addons reads AddOnDeploymentConfigs. Start runs its cache of that RBAC.
+func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclient.Interface) (*AgentAddon, error) {
 	if opts.AddonName == "" || opts.AgentImage == "" || len(opts.WatchNamespaces) == 0 {
 		return nil, fmt.Errorf("addon options need a name, an agent image and watch namespaces: %+v", opts)
 	}
@@ -76,11 +81,27 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 	if opts.ArgoCDNamespace == "" {
 		opts.ArgoCDNamespace = argoapp.DefaultAppNamespace
 	}
-	return &agentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}, nil
+	a := &AgentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}
+	if hubKube != nil {
+		rbac, err := newHubRBACCache(hubKube, hubRoleName(opts.AddonName))
+		if err != nil {
+			return nil, err
+		}
+		a.hubRBAC = rbac
+	}
+	return a, nil
+}
+
+// Start runs the cache of the agents' hub Roles and RoleBindings until ctx ends. Until it
+// has synced, granting an agent its permissions reads them from the apiserver.
+func (a *AgentAddon) Start(ctx context.Context) {
+	if a.hubRBAC != nil {
+		a.hubRBAC.start(ctx)
+	}
 }
 
 // Manifests returns what the framework deploys to the cluster through a ManifestWork.
-func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) ([]runtime.Object, error) {
+func (a *AgentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) ([]runtime.Object, error) {
 	adc, err := utils.GetDesiredAddOnDeploymentConfig(addon, a.adcGetter)
 	if err != nil {
 		return nil, fmt.Errorf("AddOnDeploymentConfig of %s/%s: %w", addon.Namespace, addon.Name, err)
@@ -99,7 +120,7 @@ func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCl
 }
 
 // GetAgentAddonOptions tells the framework how to register the agent and judge its health.
-func (a *agentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
+func (a *AgentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
 	return agent.AgentAddonOptions{
 		AddonName: a.opts.AddonName,
 		Registration: &agent.RegistrationOption{
@@ -159,25 +180,19 @@ func hubRoleName(addonName string) string {
 }
 
 // grantHubPermissions creates HubRole in the cluster's namespace and binds it to the
-// agent's user and to the group of this cluster's agents only.
+// agent's user and to the group of this cluster's agents only. When the cache holds both
+// as they should be, it reads and writes nothing: the framework calls it for every
+// cluster at every start of the manager, one cluster at a time.
 //
 // The framework's BindKubeClientRole binds every group of the registration, and one of
 // them, system:open-cluster-management:addon:<addon>, is shared by the agents of all
 // clusters: bound in each cluster namespace, it would let any cluster's agent write any
 // other cluster's report. So the binding names only the per-cluster subjects.
-func (a *agentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) error {
-	role := HubRole(a.opts.AddonName)
-	role.Namespace = cluster.Name
-	setAddonOwner(&role.ObjectMeta, addon)
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: cluster.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{
-			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: agent.DefaultUser(cluster.Name, a.opts.AddonName, AgentName)},
-			{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: clusterAgentsGroup(cluster.Name, a.opts.AddonName)},
-		},
+func (a *AgentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) error {
+	role, binding := a.hubPermissions(cluster.Name, addon)
+	if a.hubRBAC.granted(role, binding) {
+		return nil
 	}
-	setAddonOwner(&binding.ObjectMeta, addon)
 	if _, _, err := utils.ApplyRole(ctx, a.hubKube.RbacV1(), role); err != nil {
 		return fmt.Errorf("apply hub role for %s: %w", cluster.Name, err)
 	}
@@ -185,6 +200,24 @@ func (a *agentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1
 		return fmt.Errorf("apply hub role binding for %s: %w", cluster.Name, err)
 	}
 	return nil
+}
+
+// hubPermissions returns the agent's hub Role (HubRole) and RoleBinding in the
+// namespace of cluster, both owned by its ManagedClusterAddOn.
+func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedClusterAddOn) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	role := HubRole(a.opts.AddonName)
+	role.Namespace = cluster
+	setAddonOwner(&role.ObjectMeta, addon)
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: cluster},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: agent.DefaultUser(cluster, a.opts.AddonName, AgentName)},
+			{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: clusterAgentsGroup(cluster, a.opts.AddonName)},
+		},
+	}
+	setAddonOwner(&binding.ObjectMeta, addon)
+	return role, binding
 }
 
 // clusterAgentsGroup is the registration group of this addon's agents on one cluster.

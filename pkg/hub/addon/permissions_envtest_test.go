@@ -46,7 +46,7 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 		}
 		mcas[key.ns+"/"+key.name] = mca
 	}
-	a := &agentAddon{opts: Options{AddonName: "argocd-pull"}, hubKube: admin}
+	a := &AgentAddon{opts: Options{AddonName: "argocd-pull"}, hubKube: admin}
 	for _, c := range []string{"c1", "c2"} {
 		if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c}}, mcas[c+"/argocd-pull"]); err != nil {
 			t.Fatal(err)
