@@ -428,13 +428,7 @@ func TestEncodeBudgetKeepsErrors(t *testing.T) {
 func TestEncodeBudgetLastResort(t *testing.T) {
 	// Beyond what any degradation fits: the summary counts the apps left out, and the
 	// failing apps are the last to go.
-	var apps []App
-	for i := range 1500 {
-		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%04d", i), 1))
-	}
-	for i := range 500 {
-		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%04d", i), 1))
-	}
+	apps := fleetApps(1500, 500, 1)
 	start := time.Now()
 	enc, err := Encode(Report{Apps: apps, Scope: &Scope{WatchNamespaces: []string{"fleet"}}})
 	if err != nil {
@@ -463,6 +457,19 @@ func TestEncodeBudgetLastResort(t *testing.T) {
 		!strings.HasPrefix(summary.Message, "2000 applications: 500 Synced and Healthy, 1500 not") {
 		t.Errorf("summary = %q", summary.Message)
 	}
+}
+
+// fleetApps returns failing apps (failing-0000...) then healthy ones (healthy-0000...)
+// in namespace fleet, each with the given number of resources.
+func fleetApps(failing, healthy, resources int) []App {
+	var apps []App
+	for i := range failing {
+		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%04d", i), resources))
+	}
+	for i := range healthy {
+		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%04d", i), resources))
+	}
+	return apps
 }
 
 // findCondition returns the condition of the given type, or a zero condition.
@@ -511,13 +518,7 @@ func TestEncodeAppsInSlices(t *testing.T) {
 	// The apps of an agent that publishes them in status slices: no condition each, and
 	// nothing cut however many there are; the summary counts them all and says where
 	// they are, and the scope leaves none out.
-	var apps []App
-	for i := range 1500 {
-		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%04d", i), 20))
-	}
-	for i := range 500 {
-		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%04d", i), 20))
-	}
+	apps := fleetApps(1500, 500, 20)
 	diagnostics := []Diagnostic{{Type: ConditionApplicationCRD, Status: "True", Reason: ReasonCRDFound, Message: "found"}}
 	enc, err := Encode(Report{Apps: apps, Diagnostics: diagnostics, Scope: &Scope{WatchNamespaces: []string{"fleet"}}, AppsInSlices: true})
 	if err != nil {
