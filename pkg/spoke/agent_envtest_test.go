@@ -92,7 +92,7 @@ func testPublishUpdateDelete(t *testing.T, f *fixture) {
 	condition := f.condition(clusterreport.AppConditionType(f.appNS, "guestbook"))
 	summary := f.condition(clusterreport.ConditionSummary)
 	f.g.Expect(summary.Message).To(gomega.HavePrefix("2 applications: 1 Synced and Healthy, 1 not: " + f.appNS + "/guestbook (OutOfSync/Missing)"))
-	if f.inSlices {
+	if f.inSlices.Load() {
 		f.g.Expect(condition).To(gomega.BeNil())
 		f.g.Expect(summary.Message).To(gomega.HaveSuffix("The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
 	} else {
@@ -120,7 +120,7 @@ func testPublishUpdateDelete(t *testing.T, f *fixture) {
 		g.Expect(app.Sync.Revision).To(gomega.Equal("abc124"))
 		g.Expect(app.Conditions).To(gomega.BeEmpty())
 	})
-	if !f.inSlices {
+	if !f.inSlices.Load() {
 		f.g.Expect(f.condition(clusterreport.AppConditionType(f.appNS, "guestbook")).Status).To(gomega.Equal(metav1.ConditionTrue))
 	}
 

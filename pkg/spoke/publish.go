@@ -85,10 +85,15 @@ func (a *agent) publish(ctx context.Context) error {
 	// condition per app.
 	inSlices := channel == channelSlices
 	var writes sliceWrites
+	var slicesErr error
 	if inSlices {
-		if writes, err = a.publishSlices(ctx, apps, a.hubSnapshot().object, now); err != nil {
-			return err
+		writes, slicesErr = a.publishSlices(ctx, apps, a.hubSnapshot().object, now)
+		if slicesErr != nil && slices.ContainsFunc(hub.conditions, func(c metav1.Condition) bool { return clusterreport.IsAppCondition(c.Type) }) {
+			// The report still carries the apps: it keeps them until the slices do.
+			return slicesErr
 		}
+		// Otherwise the report goes on, with the diagnostics, while the slices are
+		// retried: their apps stay on the hub as last written.
 	}
 	report := clusterreport.Report{
 		Apps:         a.publisher.stamp(apps, hub.conditions, now, inSlices),
@@ -125,7 +130,7 @@ func (a *agent) publish(ctx context.Context) error {
 	if writes != (sliceWrites{}) {
 		a.log.V(1).Info("published the status slices", "applications", len(apps), "applied", writes.applied, "deleted", writes.deleted)
 	}
-	return nil
+	return slicesErr
 }
 
 // observeApplications returns the local Applications that came from the hub, or none

@@ -2,11 +2,13 @@ package spoke
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -205,6 +207,37 @@ func TestReportMovesToSlicesWhenTheHubServesThem(t *testing.T) {
 	// It stays there: a change reaches the slices, and no condition comes back.
 	f.setStatus("app-0", status{sync: "OutOfSync", health: "Healthy", revision: "abd", resources: 3}.object())
 	f.eventuallyApp("app-0", func(g gomega.Gomega, app clusterreport.App) { g.Expect(app.Sync.Revision).To(gomega.Equal("abd")) })
+}
+
+func TestReportGoesOnWhenTheSlicesCannotBeWritten(t *testing.T) {
+	// The agent reports in its slices, and may no longer write them (its Role narrowed to
+	// reading them): the report on the ManagedClusterAddOn still follows the apps, the
+	// slices keep what they held, and they catch up once the agent may write again.
+	f := newFixture(t, fixtureOptions{})
+	f.createApp("web", status{sync: "Synced", health: "Healthy", revision: "abc", resources: 2}.object())
+	f.eventuallyApp("web", func(g gomega.Gomega, app clusterreport.App) { g.Expect(app.Sync.Status).To(gomega.Equal("Synced")) })
+
+	setRules := func(rules []rbacv1.PolicyRule) {
+		role := &rbacv1.Role{}
+		f.g.Expect(f.hub.Get(f.ctx, client.ObjectKeyFromObject(f.agentRole()), role)).To(gomega.Succeed())
+		role.Rules = rules
+		f.g.Expect(f.hub.Update(f.ctx, role)).To(gomega.Succeed())
+	}
+	readOnly := f.agentRole().Rules
+	for i := range readOnly {
+		if slices.Contains(readOnly[i].Resources, statusv1alpha1.Resource) {
+			readOnly[i].Verbs = []string{"get", "list", "watch"}
+		}
+	}
+	setRules(readOnly)
+	f.setStatus("web", status{sync: "OutOfSync", health: "Healthy", revision: "abd", resources: 2}.object())
+	f.g.Eventually(func() string { return f.condition(clusterreport.ConditionSummary).Message }).Should(
+		gomega.HavePrefix("1 application: 0 Synced and Healthy, 1 not: " + f.appNS + "/web (OutOfSync/Healthy)"))
+	f.g.Expect(f.entries(f.g)["web"].Sync.Status).To(gomega.Equal("Synced"), "a slice was written without the right to")
+	f.g.Expect(f.report().Apps).To(gomega.HaveLen(1)) // still in the slices, and in no condition
+
+	setRules(f.agentRole().Rules)
+	f.eventuallyApp("web", func(g gomega.Gomega, app clusterreport.App) { g.Expect(app.Sync.Status).To(gomega.Equal("OutOfSync")) })
 }
 
 func TestStatusSlicesSelfHeal(t *testing.T) {

@@ -131,8 +131,9 @@ type fixture struct {
 	// hubProxy and spokeProxy sit between the agent and the apiservers when asked for.
 	hubProxy   *tcpProxy
 	spokeProxy *tcpProxy
-	// publishAttempts counts the agent's attempts to write its report to the hub:
-	// patches of the ManagedClusterAddOn's status and writes of its status slices.
+	// publishAttempts counts the agent's attempts to publish: the attempts to write its
+	// status slices when it reports its apps there (inSlices), each publish's first
+	// request, else the patches of the ManagedClusterAddOn's status.
 	// statusWrites counts the patches of the status that the hub accepted.
 	publishAttempts atomic.Int64
 	statusWrites    atomic.Int64
@@ -143,7 +144,7 @@ type fixture struct {
 	redis *miniredis.Miniredis
 	// inSlices is true when the agent may read and write its ApplicationStatusSlices,
 	// and so reports its apps there (fixtureOptions.hubWithoutSlices).
-	inSlices bool
+	inSlices atomic.Bool
 
 	stopAgent func()
 }
@@ -208,7 +209,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.appNS)).To(gomega.Succeed())
 	f.g.Expect(testenv.CreateNamespace(f.ctx, f.spoke, f.addonNS)).To(gomega.Succeed())
 	f.createAddon()
-	f.inSlices = !fo.hubWithoutSlices
+	f.inSlices.Store(!fo.hubWithoutSlices)
 	f.grantAgentIdentity()
 
 	if fo.proxyHub {
@@ -259,7 +260,7 @@ func (f *fixture) grantAgentIdentity() {
 func (f *fixture) agentRole() *rbacv1.Role {
 	role := hubaddon.HubRole(testAddonName)
 	role.Name, role.Namespace = "argocd-pull-agent", f.cluster
-	if !f.inSlices {
+	if !f.inSlices.Load() {
 		role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
 			return slices.Contains(r.Resources, statusv1alpha1.Resource)
 		})
@@ -270,7 +271,7 @@ func (f *fixture) agentRole() *rbacv1.Role {
 // grantSlices grants the agent its status slices: the hub is upgraded.
 func (f *fixture) grantSlices() {
 	f.t.Helper()
-	f.inSlices = true
+	f.inSlices.Store(true)
 	role := &rbacv1.Role{}
 	f.g.Expect(f.hub.Get(f.ctx, types.NamespacedName{Namespace: f.cluster, Name: "argocd-pull-agent"}, role)).To(gomega.Succeed())
 	role.Rules = f.agentRole().Rules
@@ -290,7 +291,7 @@ func (f *fixture) agentHubConfig() *rest.Config {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			counted := req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, statusPath)
 			slice := req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/"+statusv1alpha1.Resource)
-			if counted || slice {
+			if f.inSlices.Load() && slice || !f.inSlices.Load() && counted {
 				f.publishAttempts.Add(1)
 			}
 			resp, err := rt.RoundTrip(req)
@@ -363,7 +364,7 @@ func (f *fixture) report() clusterreport.Report {
 	f.t.Helper()
 	report, err := clusterreport.Decode(f.addon().Status.Conditions)
 	f.g.Expect(err).NotTo(gomega.HaveOccurred())
-	if f.inSlices {
+	if f.inSlices.Load() {
 		f.g.Expect(report.Apps).To(gomega.BeEmpty(), "an agent that reports in slices wrote a condition per app")
 		report.Apps = f.sliceApps()
 	}
