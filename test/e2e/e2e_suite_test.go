@@ -121,6 +121,18 @@ func applyAddonPlacementForSpec(ctx context.Context, name string) {
 		err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
 	})
+	// Argo CD's ApplicationSet controller (v3.2) gives up on an ApplicationSet whose
+	// clusterDecisionResource generator finds no PlacementDecision yet for 3 minutes
+	// (ReconcileRequeueOnValidationError): the spec's ApplicationSet must find one.
+	decisions := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placementdecisions"}
+	eventually(ctx, func(ctx context.Context) (int, error) {
+		list, err := hubDyn.Resource(decisions).Namespace(fleet.ArgoCDNamespace).List(ctx,
+			metav1.ListOptions{LabelSelector: "cluster.open-cluster-management.io/placement=" + name})
+		if err != nil {
+			return 0, err
+		}
+		return len(list.Items), nil
+	}).ShouldNot(BeZero(), "the placement controller made the PlacementDecision of %s", name)
 }
 
 // reportedApp returns what the cluster's agent reports on the hub about the spoke
