@@ -130,12 +130,17 @@ func testPublishUpdateDelete(t *testing.T, f *fixture) {
 		_, reported := f.reportedApp("standalone")
 		return reported || f.condition(clusterreport.AppConditionType(f.appNS, "standalone")) != nil
 	}).Should(gomega.BeFalse())
+	// The summary follows: with the slices, it is written after them.
+	f.g.Eventually(func() string { return f.condition(clusterreport.ConditionSummary).Message }).Should(
+		gomega.HavePrefix("1 application: all Synced and Healthy."))
 	f.expectAvailableKept()
 
 	// Someone else rewrites the conditions without the agent's: the agent restores them.
-	addon := f.addon()
-	addon.Status.Conditions = []metav1.Condition{*f.condition("Available")}
-	f.g.Expect(f.hub.Status().Update(f.ctx, addon, client.FieldOwner(frameworkManager))).To(gomega.Succeed())
+	f.g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		addon := f.addon()
+		addon.Status.Conditions = []metav1.Condition{*f.condition("Available")}
+		return f.hub.Status().Update(f.ctx, addon, client.FieldOwner(frameworkManager))
+	})).To(gomega.Succeed())
 	f.eventuallyApp("guestbook", func(g gomega.Gomega, app clusterreport.App) {
 		g.Expect(app.SyncedAndHealthy()).To(gomega.BeTrue())
 	})
