@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -308,11 +311,56 @@ func managerLiveHeap(ctx context.Context, manager *sim.Manager) (int64, error) {
 // its log, to explain a memory figure (go tool pprof <file>). It runs a garbage
 // collection first.
 func saveHeapProfile(ctx context.Context, addr, path string) error {
-	data, err := httpGet(ctx, "http://"+addr+"/debug/pprof/heap?gc=1")
+	return saveProfile(ctx, addr, "heap?gc=1", path)
+}
+
+// saveProfile keeps the pprof profile of a process that serves pprof at addr (profile
+// is the path and query under /debug/pprof/) at path.
+func saveProfile(ctx context.Context, addr, profile, path string) error {
+	data, err := httpGet(ctx, "http://"+addr+"/debug/pprof/"+profile)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, data, 0o644)
+}
+
+// queueDepths returns the depth of each work queue in the manager's metrics, by name.
+func queueDepths(metrics string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		rest, ok := strings.CutPrefix(line, "workqueue_depth{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		name := labels
+		if _, after, ok := strings.Cut(labels, `name="`); ok {
+			name, _, _ = strings.Cut(after, `"`)
+		}
+		out[name] += n
+	}
+	return out
+}
+
+// formatDrained lists the queues by when they were last seen not empty, the last first.
+func formatDrained(drained map[string]time.Duration) string {
+	names := slices.Collect(maps.Keys(drained))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(drained[b], drained[a]) })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %s", name, drained[name].Round(100*time.Millisecond))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // restartWindow is how long after a restart the manager's writes are counted, and the
@@ -340,16 +388,31 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 		return nil, err
 	}
 	r.RestartReady = time.Since(start)
+	// What the catch-up spends its CPU on, to explain the figure (go tool pprof <file>).
+	profileDone := make(chan error, 1)
+	go func() {
+		profileDone <- saveProfile(ctx, restarted.PprofAddr, "profile?seconds=60", filepath.Join(hub.Dir, "manager-restart-cpu.pb.gz"))
+	}()
+	drained := map[string]time.Duration{} // when each queue was last seen not empty
 	err = waitFor(ctx, 5*time.Minute, func() (bool, error) {
 		data, err := httpGet(ctx, "http://"+restarted.MetricsAddr+"/metrics")
 		if err != nil {
 			return false, err
+		}
+		for name, depth := range queueDepths(string(data)) {
+			if depth > 0 {
+				drained[name] = time.Since(start)
+			}
 		}
 		return caughtUp(string(data), r.Apps), nil
 	})
 	r.RestartCaughtUp = time.Since(start)
 	if err != nil {
 		return restarted, fmt.Errorf("restart: not caught up after %s: %w", since(start), err)
+	}
+	step("restart: each queue last seen not empty after: %s", formatDrained(drained))
+	if err := <-profileDone; err != nil {
+		step("restart: no CPU profile of the catch-up: %v", err)
 	}
 	select {
 	case <-ctx.Done():
