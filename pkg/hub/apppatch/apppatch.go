@@ -8,12 +8,14 @@ package apppatch
 
 import (
 	"context"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // Mutation changes an Application in place and reports whether it changed anything.
@@ -21,7 +23,8 @@ type Mutation func(app *unstructured.Unstructured) (bool, error)
 
 // MergePatch applies mutate to app and, when it reports a change, patches the change
 // with optimistic locking. On a conflict it reads the Application again with live and
-// applies mutate to that. app holds the result. It reports whether it wrote.
+// applies mutate to that. app holds the result (with hubcache.MetadataAnswer: what it
+// wrote, with the metadata the apiserver answered). It reports whether it wrote.
 func MergePatch(ctx context.Context, c client.Client, live client.Reader, app *unstructured.Unstructured,
 	mutate Mutation, opts ...client.PatchOption) (bool, error) {
 	key := client.ObjectKeyFromObject(app)
@@ -40,6 +43,9 @@ func MergePatch(ctx context.Context, c client.Client, live client.Reader, app *u
 		if err != nil || !changed {
 			return err
 		}
+		// The object holds what the patch makes of it: the apiserver's answer need only
+		// carry its metadata.
+		opts := append(slices.Clip(opts), hubcache.MetadataAnswer)
 		if err := c.Patch(ctx, app, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
@@ -306,7 +307,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	start := time.Now()
-	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership, hubcache.MetadataAnswer); err != nil {
 		r.served.forget() // the CRD may have changed
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}

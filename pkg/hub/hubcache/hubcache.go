@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -384,7 +385,8 @@ func sharedHealth(h *statusv1alpha1.Health) *statusv1alpha1.Health {
 // NewClient returns a client that reads every object, Applications included, from the
 // manager's cache, and writes to the apiserver. The manager's own client reads
 // unstructured objects from the apiserver unless it is told otherwise. Every hub
-// controller that reads Applications reads through one.
+// controller that reads Applications reads through one. Its patches and applies are
+// answered with the object's metadata only (metadataAnswers).
 func NewClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
 		Scheme: mgr.GetScheme(),
@@ -394,5 +396,9 @@ func NewClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the cached client: %w", err)
 	}
-	return c, nil
+	m, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("create the metadata client: %w", err)
+	}
+	return &metadataAnswers{WithWatch: c, metadata: m}, nil
 }

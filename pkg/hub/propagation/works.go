@@ -173,7 +173,7 @@ func newAppliedConfiguration(work *workv1.ManifestWork) (*appliedConfiguration, 
 // the work.
 func (r *reconciler) applyWork(ctx context.Context, work *appliedConfiguration) error {
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(work.object),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		client.FieldOwner(FieldManager), client.ForceOwnership, hubcache.MetadataAnswer); err != nil {
 		return fmt.Errorf("apply manifestwork %s: %w", work.key, err)
 	}
 	// The apply answers with the work as stored.
