@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"time"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -82,9 +84,10 @@ func SecretName(addonName, cluster string) string {
 }
 
 // Setup registers the controller with mgr. The manager's scheme needs client-go's, OCM
-// cluster v1 and addon v1beta1 types. The Secrets are read through a cache of their
-// own, limited to the Argo CD namespace and to the Secrets of this addon, so that the
-// manager never lists the Secrets of the hub.
+// cluster v1 and addon v1beta1 types. The Secrets are read through two caches of their
+// own, limited to the Argo CD namespace: the Secrets of this addon, and the Argo CD
+// cluster Secrets of other tools (othersCache), so that the manager never lists the
+// Secrets of the hub.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	return setup(mgr, opts, mgr.GetClient())
 }
@@ -110,7 +113,11 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 	if err := mgr.Add(secrets); err != nil {
 		return fmt.Errorf("add the cluster secret cache: %w", err)
 	}
-	r := &reconciler{client: c, secrets: secrets, apiReader: mgr.GetAPIReader(), opts: opts}
+	others, err := othersCache(mgr, opts)
+	if err != nil {
+		return err
+	}
+	r := &reconciler{client: c, secrets: secrets, others: others, opts: opts}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(
@@ -130,6 +137,15 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 				}
 				return nil
 			}))).
+		// Another tool's cluster Secret that comes or goes decides whether the cluster
+		// needs this one.
+		WatchesRawSource(source.Kind(others, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, secret *corev1.Secret) []reconcile.Request {
+				if cluster := string(secret.Data[secretClusterName]); cluster != "" {
+					return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster}}}
+				}
+				return nil
+			}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
@@ -143,9 +159,69 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 type reconciler struct {
 	client  client.Client
 	secrets client.Reader
-	// apiReader lists the cluster Secrets of other tools, which the cache leaves out.
-	apiReader client.Reader
-	opts      Options
+	// others reads the cluster Secrets of other tools (othersCache).
+	others client.Reader
+	opts   Options
+}
+
+// secretClusterName is the key of an Argo CD cluster Secret's data that names its
+// cluster.
+const secretClusterName = "name"
+
+// indexByClusterName indexes the cluster Secrets of other tools by the cluster they name.
+const indexByClusterName = "argocd-pull.clusterName"
+
+// othersCache returns a cache of the Argo CD cluster Secrets in the Argo CD namespace
+// that this addon did not make (Red Hat ACM's GitOpsCluster makes one per cluster),
+// indexed by the cluster they name, each without anything but its metadata and the
+// cluster's name: no server, no credentials. Every reconcile asks it, at 1,000 clusters
+// 1,000 times at each start; a list of the apiserver each time made that a list of 1,000
+// Secrets 1,000 times.
+func othersCache(mgr ctrl.Manager, opts Options) (cache.Cache, error) {
+	notOurs, err := labels.NewRequirement(LabelManagedBy, selection.NotEquals, []string{opts.AddonName})
+	if err != nil {
+		return nil, err
+	}
+	clusterSecrets, err := labels.NewRequirement(argoapp.LabelSecretType, selection.Equals, []string{argoapp.SecretTypeCluster})
+	if err != nil {
+		return nil, err
+	}
+	others, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultNamespaces:    map[string]cache.Config{opts.ArgoCDNamespace: {}},
+		DefaultLabelSelector: labels.NewSelector().Add(*clusterSecrets, *notOurs),
+		DefaultTransform: func(obj any) (any, error) {
+			secret, ok := obj.(*corev1.Secret)
+			if !ok {
+				return obj, nil
+			}
+			name := secret.Data[secretClusterName]
+			return &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: secret.Name, Namespace: secret.Namespace, UID: secret.UID,
+					ResourceVersion: secret.ResourceVersion, Labels: secret.Labels,
+				},
+				Data: map[string][]byte{secretClusterName: name},
+			}, nil
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the cache of other tools' cluster secrets: %w", err)
+	}
+	err = others.IndexField(context.Background(), &corev1.Secret{}, indexByClusterName, func(obj client.Object) []string {
+		if secret, ok := obj.(*corev1.Secret); ok && len(secret.Data[secretClusterName]) > 0 {
+			return []string{string(secret.Data[secretClusterName])}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index other tools' cluster secrets: %w", err)
+	}
+	if err := mgr.Add(others); err != nil {
+		return nil, fmt.Errorf("add the cache of other tools' cluster secrets: %w", err)
+	}
+	return others, nil
 }
 
 // Reconcile creates or updates the cluster Secret when the cluster is opted in (its
@@ -185,14 +261,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if why != "" {
 		if existing == nil || existing.DeletionTimestamp != nil {
 			log.V(1).Info("no Argo CD cluster secret to keep", "cluster", cluster, "reason", why)
-			return ctrl.Result{RequeueAfter: recheckOthers}, nil
+			return ctrl.Result{}, nil
 		}
 		err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", key, err)
 		}
 		log.Info("deleted the Argo CD cluster secret", "secret", key, "reason", why)
-		return ctrl.Result{RequeueAfter: recheckOthers}, nil
+		return ctrl.Result{}, nil
 	}
 
 	desired := desiredSecret(key, managedCluster, r.opts.AddonName)
@@ -209,34 +285,26 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("apply secret %s: %w", key, err)
 	}
 	log.Info("applied the Argo CD cluster secret", "secret", key, "created", existing == nil)
-	return ctrl.Result{RequeueAfter: recheckOthers}, nil
+	return ctrl.Result{}, nil
 }
-
-// recheckOthers is how often a cluster is looked at again for a cluster Secret that
-// another tool made meanwhile: those Secrets are not watched, since the controller
-// caches only its own.
-const recheckOthers = 10 * time.Minute
 
 // otherClusterSecret returns the name of an Argo CD cluster Secret of the cluster that
 // this controller did not make (Red Hat ACM's GitOpsCluster makes one per cluster with
-// the same name and server), or "". It reads the apiserver: the controller's cache holds
-// only its own Secrets.
+// the same name and server), or "".
 func (r *reconciler) otherClusterSecret(ctx context.Context, cluster string) (string, error) {
 	secrets := &corev1.SecretList{}
-	if err := r.apiReader.List(ctx, secrets, client.InNamespace(r.opts.ArgoCDNamespace),
-		client.MatchingLabels{argoapp.LabelSecretType: argoapp.SecretTypeCluster}); err != nil {
-		return "", fmt.Errorf("list the Argo CD cluster secrets: %w", err)
+	if err := r.others.List(ctx, secrets, client.MatchingFields{indexByClusterName: cluster}); err != nil {
+		return "", fmt.Errorf("list the Argo CD cluster secrets of other tools: %w", err)
 	}
+	names := make([]string, 0, len(secrets.Items))
 	for i := range secrets.Items {
-		secret := &secrets.Items[i]
-		if secret.Labels[LabelManagedBy] == r.opts.AddonName {
-			continue
-		}
-		if string(secret.Data["name"]) == cluster {
-			return secret.Name, nil
-		}
+		names = append(names, secrets.Items[i].Name)
 	}
-	return "", nil
+	if len(names) == 0 {
+		return "", nil
+	}
+	slices.Sort(names)
+	return names[0], nil
 }
 
 // optedIn returns the ManagedCluster, and whether the cluster is opted in.

@@ -217,12 +217,19 @@ func TestEnvtestClusterSecretNotASecondOne(t *testing.T) {
 	f.createCluster("taken", nil, true)
 	g.Consistently(func() *corev1.Secret { return f.secret(taken) }).Should(gomega.BeNil())
 
-	// The other tool comes after this controller: its Secret wins at the next look.
+	// The other tool comes after this controller: its Secret wins, as soon as it is
+	// there (the controller watches other tools' cluster Secrets).
 	late := f.createCluster("late", nil, true)
 	g.Eventually(func() *corev1.Secret { return f.secret(late) }).ShouldNot(gomega.BeNil())
 	f.otherToolSecret(late)
-	f.updateCluster(late, func(mc *clusterv1.ManagedCluster) { mc.Labels = map[string]string{"looked": "again"} })
 	g.Eventually(func() *corev1.Secret { return f.secret(late) }).Should(gomega.BeNil())
+
+	// The other tool's Secret goes: the cluster gets this controller's again.
+	g.Expect(f.c.Delete(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name: taken + "-application-manager-cluster-secret", Namespace: f.opts.ArgoCDNamespace,
+	}})).To(gomega.Succeed())
+	g.Eventually(func() *corev1.Secret { return f.secret(taken) }).ShouldNot(gomega.BeNil())
+	g.Expect(f.secret(late)).To(gomega.BeNil(), "the other tool still keeps the Secret of %s", late)
 }
 
 // Turned off, the controller keeps no Secret and deletes the ones it made.
