@@ -338,6 +338,13 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 // namespaces, statuses) and their message-less health held once; each list exactly as
 // long as it is. The hub holds the resources of every app of every cluster, and these
 // took half of their size.
+//
+// It is idempotent, as client-go asks of a transform: an informer's initial list
+// transforms its objects twice (the reflector's watch-list, then its queue). An entry
+// with a Digest is one stripped already (the API never carries it): its Digest, of the
+// entry as the agent wrote it, stays. Computed again from the stripped entry, it would
+// not be the digest that the resource tree writer reads the whole slice for, and every
+// tree would be written again at each start.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
@@ -347,8 +354,10 @@ func stripSlice(obj any) (any, error) {
 	intern := argoapp.Intern
 	for i := range s.Apps {
 		app := &s.Apps[i]
-		_, digest := clusterreport.EntryDigest(*app)
-		app.Digest = string(digest[:])
+		if app.Digest == "" {
+			_, digest := clusterreport.EntryDigest(*app)
+			app.Digest = string(digest[:])
+		}
 		app.Nodes = nil
 		resources := make([]statusv1alpha1.ResourceStatus, len(app.Resources))
 		for j, r := range app.Resources {

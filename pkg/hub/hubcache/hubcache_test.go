@@ -100,6 +100,14 @@ func TestStripSlice(t *testing.T) {
 	if got.Digest != string(digest[:]) {
 		t.Error("the digest is not that of the entry as the agent wrote it")
 	}
+	// Transformed again, as an informer's initial list does: the same.
+	again, err := stripSlice(obj.(*statusv1alpha1.ApplicationStatusSlice).DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twice := again.(*statusv1alpha1.ApplicationStatusSlice).Apps[0]; !equality.Semantic.DeepEqual(twice, got) {
+		t.Errorf("transformed twice: %+v, once: %+v", twice, got)
+	}
 	rescheduled := want.DeepCopy()
 	rescheduled.Apps[0].Nodes[0].Name = "web-7f1a"
 	obj, err = stripSlice(rescheduled)

@@ -263,6 +263,10 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
 		Sync: statusv1alpha1.SyncStatus{Status: "Synced", Revision: "a1"}, Health: healthy,
 		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
+		// A tree, which the manager's cache leaves out: a restarted manager knows the
+		// entry by the digest of its whole content.
+		Nodes: []statusv1alpha1.ResourceNode{{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Namespace: "api", Name: "api-x1",
+			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "Service", Namespace: "api", Name: "api"}}}},
 	}
 	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}})
 	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
