@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -179,7 +180,7 @@ func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 // measureFreshness is P2 and the first half of P4: one change at a time in the report of
 // a random cluster's agent, each carrying its timestamp, until a watch of the hub
 // Applications and a watch of the ApplicationSet reports see it.
-func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, clusters []string,
+func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.Manager, standIns *sim.StandIns, clusters []string,
 	appSets []*unstructured.Unstructured, step func(string, ...any)) error {
 	appWatch, err := watchChanges(ctx, hub.Config, argoapp.ApplicationGVK.GroupVersion().WithResource("applications"), sim.AppNamespace)
 	if err != nil {
@@ -195,6 +196,20 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 	}
 	reportsBefore := standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
+	// Where the time of a change goes, in the manager and in the apiserver (go tool pprof
+	// <file>): CPU profiles of the first p2ProfileSeconds.
+	profiles := make(chan error, 2)
+	go func() {
+		profiles <- saveProfile(ctx, manager.PprofAddr, "profile?seconds="+strconv.Itoa(p2ProfileSeconds), filepath.Join(hub.Dir, "manager-p2-cpu.pb.gz"))
+	}()
+	go func() {
+		data, err := hub.Kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(p2ProfileSeconds)).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(hub.Dir, "apiserver-p2-cpu.pb.gz"), data, 0o644)
+		}
+		profiles <- err
+	}()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var lastCluster string
 	for i := range r.Scale.Changes {
@@ -216,6 +231,11 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 	}
 	r.ChangeWrites = after.WritesSince(before)
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
+	for range 2 {
+		if err := <-profiles; err != nil {
+			step("P2: a CPU profile was not taken: %v", err)
+		}
+	}
 	r.AppLatencies, r.ReportLatencies = appWatch.Latencies(), reportWatch.Latencies()
 	step("P4: writes during P2: %v", r.ChangeWrites)
 	// The last changed cluster's addon, with its field managers: who wrote what.
@@ -229,6 +249,10 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, standIns *s
 		percentile(r.ReportLatencies, 50), percentile(r.ReportLatencies, 99))
 	return nil
 }
+
+// p2ProfileSeconds is how long the CPU profiles of P2 run: under the 32 s timeout of a
+// discovery client, through which the apiserver's is read.
+const p2ProfileSeconds = 25
 
 // changeMarker prefixes the message of a measured change; changeMessage gives each its
 // number and its time.
@@ -388,10 +412,12 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 		return nil, err
 	}
 	r.RestartReady = time.Since(start)
-	// What the catch-up spends its CPU on, to explain the figure (go tool pprof <file>).
+	// What the catch-up spends its CPU on, to explain the figure (go tool pprof <file>),
+	// over the window the writes are counted in anyway.
 	profileDone := make(chan error, 1)
 	go func() {
-		profileDone <- saveProfile(ctx, restarted.PprofAddr, "profile?seconds=60", filepath.Join(hub.Dir, "manager-restart-cpu.pb.gz"))
+		profileDone <- saveProfile(ctx, restarted.PprofAddr, fmt.Sprintf("profile?seconds=%.0f", restartWindow.Seconds()),
+			filepath.Join(hub.Dir, "manager-restart-cpu.pb.gz"))
 	}()
 	drained := map[string]time.Duration{} // when each queue was last seen not empty
 	err = waitFor(ctx, 5*time.Minute, func() (bool, error) {
@@ -423,10 +449,42 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 	if err != nil {
 		return restarted, err
 	}
-	r.RestartWrites = after.WritesSince(before).Minus(hub.Own.Counts().Since(ownBefore)).Without(isLease)
-	step("restart: ready after %s, caught up after %s; writes in the %s after the start: %v",
-		r.RestartReady.Round(10*time.Millisecond), r.RestartCaughtUp.Round(10*time.Millisecond), restartWindow, r.RestartWrites)
+	events, leaderElections, err := eventsSince(ctx, hub, start)
+	if err != nil {
+		return restarted, err
+	}
+	// The leader election's own writes: the Lease, and the Event that says who leads.
+	r.RestartWrites = after.WritesSince(before).Minus(hub.Own.Counts().Since(ownBefore)).Without(isLease).
+		Minus(sim.Requests{"POST events": float64(leaderElections)})
+	step("restart: ready after %s, caught up after %s; writes in the %s after the start, less the leader election's: %v; the Events written: %s",
+		r.RestartReady.Round(10*time.Millisecond), r.RestartCaughtUp.Round(10*time.Millisecond), restartWindow, r.RestartWrites, events)
 	return restarted, nil
+}
+
+// eventsSince lists the reasons and objects of the hub's Events created since start, to
+// tell what wrote them, and counts those of a leader election (the Event that
+// client-go's leader election records on its Lease).
+func eventsSince(ctx context.Context, hub *sim.Hub, start time.Time) (string, int, error) {
+	events := &eventsv1.EventList{}
+	if err := hub.Client.List(ctx, events); err != nil {
+		return "", 0, fmt.Errorf("list the hub's Events: %w", err)
+	}
+	var out []string
+	leaderElections := 0
+	for _, e := range events.Items {
+		if e.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s", e.Reason, e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name))
+		if e.Reason == "LeaderElection" && e.Regarding.Kind == "Lease" {
+			leaderElections++
+		}
+	}
+	if len(out) == 0 {
+		return "none", 0, nil
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; "), leaderElections, nil
 }
 
 // caughtUp reports, from the manager's metrics, whether every queue of its controllers

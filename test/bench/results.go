@@ -287,11 +287,15 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   (once its informers have synced), caught up when every queue is empty and propagation
   and the status mirror have each reconciled every Application, and the writes are the
   apiserver's write requests in the %s after the start, less the bench's own and the
-  lease's.
+  leader election's (its Lease, and the Event that says who leads). The run's log says when each work queue was last seen holding an item, and a
+  CPU profile of the %s after the start is kept in the run folder
+  (manager-restart-cpu.pb.gz).
 - **P2** changes the report of one random cluster's agent at a time: an Argo CD SyncError
   whose message carries the change's number and timestamp. Two watches, on the hub
   Applications and on the MulticlusterApplicationSetReports, record when each first shows
-  it. Latency = seen - timestamp, in one process clock.
+  it. Latency = seen - timestamp, in one process clock. CPU profiles of the manager and
+  of the kube-apiserver over its first 25 s are kept in the run folder
+  (manager-p2-cpu.pb.gz, apiserver-p2-cpu.pb.gz).
 - **P3** is the manager's VmHWM (peak resident set) at the end of P1, P2 and P4, and its
   Go heap right after a forced garbage collection (close to the live heap). The manager runs
   with GOMEMLIMIT at the chart's memory limit, as the chart's Deployment sets it; a heap
@@ -309,7 +313,7 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   run folder (agent-heap.pb.gz). The agent runs with the environment its Deployment
   gives it (pkg/hub/addon: GOMEMLIMIT from its memory limit, GOGC). The agent's summary: %q.
 `, r.AddonInstall.Round(100*time.Millisecond), r.PropagationCPU, r.Machine.Cores, r.Propagation.Round(time.Second), r.PropagationWrites,
-		parallelWrites, restartWindow, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
+		parallelWrites, restartWindow, restartWindow, perChange, r.Scale.SteadyWindow, r.SteadyWrites,
 		r.Scale.AgentApps, r.Scale.AgentResources, r.AgentSummary)
 	if problems := r.Problems(); len(problems) > 0 {
 		fmt.Fprintf(&b, "\n## Wrong results\n\n- %s\n", strings.Join(problems, "\n- "))

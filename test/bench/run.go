@@ -93,7 +93,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if err := measureSteadyState(ctx, r, hub, standIns, manager, step); err != nil {
 		return r, err
 	}
-	if err := measureFreshness(ctx, r, hub, standIns, clusters, appSets, step); err != nil {
+	if err := measureFreshness(ctx, r, hub, manager, standIns, clusters, appSets, step); err != nil {
 		return r, err
 	}
 	for _, key := range hubRedis.Keys() {
