@@ -456,8 +456,9 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 	// The leader election's own writes: the Lease, and the Event that says who leads.
 	r.RestartWrites = after.WritesSince(before).Minus(hub.Own.Counts().Since(ownBefore)).Without(isLease).
 		Minus(sim.Requests{"POST events": float64(leaderElections)})
-	step("restart: ready after %s, caught up after %s; writes in the %s after the start, less the leader election's: %v; the Events written: %s",
-		r.RestartReady.Round(10*time.Millisecond), r.RestartCaughtUp.Round(10*time.Millisecond), restartWindow, r.RestartWrites, events)
+	step("restart: ready after %s, caught up after %s; %.0f writes in the %s after the start, less the leader election's%s; the Events written: %s",
+		r.RestartReady.Round(10*time.Millisecond), r.RestartCaughtUp.Round(10*time.Millisecond), r.RestartWrites.Total(), restartWindow,
+		listed(r.RestartWrites), events)
 	return restarted, nil
 }
 
