@@ -89,9 +89,12 @@ func testPublishUpdateDelete(t *testing.T, f *fixture) {
 	f.g.Expect(standalone.ManifestWork).To(gomega.Equal(workName("standalone")))
 	f.g.Expect(standalone.ApplicationSet).To(gomega.BeEmpty())
 
+	// The summary is on the ManagedClusterAddOn, which the agent writes after the slices
+	// that reportedApp reads.
+	f.g.Eventually(func() string { return f.condition(clusterreport.ConditionSummary).Message }).Should(
+		gomega.HavePrefix("2 applications: 1 Synced and Healthy, 1 not: " + f.appNS + "/guestbook (OutOfSync/Missing)"))
 	condition := f.condition(clusterreport.AppConditionType(f.appNS, "guestbook"))
 	summary := f.condition(clusterreport.ConditionSummary)
-	f.g.Expect(summary.Message).To(gomega.HavePrefix("2 applications: 1 Synced and Healthy, 1 not: " + f.appNS + "/guestbook (OutOfSync/Missing)"))
 	if f.inSlices.Load() {
 		f.g.Expect(condition).To(gomega.BeNil())
 		f.g.Expect(summary.Message).To(gomega.HaveSuffix("The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
@@ -414,7 +417,8 @@ func TestDiagnosticApplicationCRD(t *testing.T) {
 	f.g.Expect(err).NotTo(gomega.HaveOccurred())
 	f.createApp("web", status{sync: "Synced", health: "Healthy"}.object())
 	f.eventuallyApp("web", func(gomega.Gomega, clusterreport.App) {})
-	f.g.Expect(f.condition(clusterreport.ConditionApplicationCRD).Status).To(gomega.Equal(metav1.ConditionTrue))
+	f.g.Eventually(func() metav1.ConditionStatus { return f.condition(clusterreport.ConditionApplicationCRD).Status }).Should(
+		gomega.Equal(metav1.ConditionTrue))
 }
 
 func TestRunWithKubeconfigs(t *testing.T) {

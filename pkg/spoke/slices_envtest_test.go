@@ -9,6 +9,7 @@ import (
 
 	"github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,7 +95,7 @@ func TestStatusSlices(t *testing.T) {
 	t.Logf("%d apps of %d resources: %d slices, %d bytes of apps", apps, resources, len(onHub), total)
 	f.g.Expect(len(onHub)).To(gomega.BeNumerically(">", 1))
 	// The ManagedClusterAddOn keeps the summary for people.
-	f.g.Expect(f.condition(clusterreport.ConditionSummary)).NotTo(gomega.BeNil())
+	f.g.Eventually(func() *metav1.Condition { return f.condition(clusterreport.ConditionSummary) }).ShouldNot(gomega.BeNil())
 	// No tree in the cache yet: said so on each app, nothing invented.
 	e := f.entries(f.g)["app-00"]
 	f.g.Expect(e.TreeSource).To(gomega.Equal(statusv1alpha1.TreeSourceNone))
@@ -201,7 +202,7 @@ func TestReportMovesToSlicesWhenTheHubServesThem(t *testing.T) {
 		g.Expect(entries).To(gomega.HaveLen(apps))
 	}).WithTimeout(time.Minute).Should(gomega.Succeed())
 	t.Logf("moved to the slices after %d polls", polls)
-	f.g.Expect(f.condition(clusterreport.ConditionSummary).Message).To(gomega.Equal(
+	f.g.Eventually(func() string { return f.condition(clusterreport.ConditionSummary).Message }).Should(gomega.Equal(
 		"5 applications: all Synced and Healthy. The status of each application is in the ApplicationStatusSlices of this addon in this namespace."))
 
 	// It stays there: a change reaches the slices, and no condition comes back.
