@@ -27,6 +27,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -254,6 +255,31 @@ func (f *fixture) grantAgentIdentity() {
 	}
 	f.g.Expect(f.hub.Create(f.ctx, role)).To(gomega.Succeed())
 	f.g.Expect(f.hub.Create(f.ctx, binding)).To(gomega.Succeed())
+	// The apiserver's authorizer sees a new Role a moment after it is written; the addon
+	// framework grants it long before the agent runs. An agent that starts before would
+	// find its slices refused and report in conditions at first, as it must.
+	f.waitUntilAllowed("patch", addonv1beta1.GroupName, "managedclusteraddons", testAddonName, "status")
+	if f.inSlices.Load() {
+		f.waitUntilAllowed("list", statusv1alpha1.GroupVersion.Group, statusv1alpha1.Resource, "", "")
+	}
+}
+
+// waitUntilAllowed waits until the hub's authorizer allows the agent's identity verb on
+// the resource (the object name, when not empty) in its cluster namespace.
+func (f *fixture) waitUntilAllowed(verb, group, resource, name, subresource string) {
+	f.t.Helper()
+	f.g.Eventually(func() (bool, error) {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: f.agentUser(), Groups: []string{"system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: f.cluster, Verb: verb, Group: group, Resource: resource, Name: name, Subresource: subresource,
+			},
+		}}
+		if err := f.hub.Create(f.ctx, review); err != nil {
+			return false, err
+		}
+		return review.Status.Allowed, nil
+	}).Should(gomega.BeTrue(), "%s %s/%s for the agent", verb, resource, subresource)
 }
 
 // agentRole is the agent's hub Role, without the status slices unless f.inSlices.
