@@ -20,9 +20,9 @@ import (
 // holds what was sent, with the metadata of the answer (writtenMetadata): its
 // resourceVersion, generation, uid, creation and deletion timestamps. That is what the
 // apiserver stored when the object already held what the write makes of it (a merge
-// patch computed from it, client.MergeFrom; an apply of it), but for fields that a
-// default or a mutating webhook set; so a write whose result the object cannot tell (a
-// JSON patch) does not ask for it. Another client ignores it and answers in full.
+// patch computed from it, client.MergeFrom; an apply of it), but for fields that other
+// writers, defaults or a mutating webhook set; so a write whose result the object cannot
+// tell (a JSON patch) does not ask for it. Another client ignores it and answers in full.
 //
 // The hub controllers write hub Applications, ManifestWorks that hold a whole
 // Application, and reports of a thousand clusters, and read nothing of the answer but
