@@ -348,11 +348,12 @@ func saveProfile(ctx context.Context, addr, profile, path string) error {
 	return os.WriteFile(path, data, 0o644)
 }
 
-// queueDepths returns the depth of each work queue in the manager's metrics, by name.
-func queueDepths(metrics string) map[string]float64 {
+// samples returns the samples of metric in a Prometheus text exposition, summed by the
+// value of one of their labels.
+func samples(metrics, metric, label string) map[string]float64 {
 	out := map[string]float64{}
 	for _, line := range strings.Split(metrics, "\n") {
-		rest, ok := strings.CutPrefix(line, "workqueue_depth{")
+		rest, ok := strings.CutPrefix(line, metric+"{")
 		if !ok {
 			continue
 		}
@@ -364,13 +365,18 @@ func queueDepths(metrics string) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		name := labels
-		if _, after, ok := strings.Cut(labels, `name="`); ok {
-			name, _, _ = strings.Cut(after, `"`)
+		key := labels
+		if _, after, ok := strings.Cut(labels, label+`="`); ok {
+			key, _, _ = strings.Cut(after, `"`)
 		}
-		out[name] += n
+		out[key] += n
 	}
 	return out
+}
+
+// queueDepths returns the depth of each work queue in the manager's metrics, by name.
+func queueDepths(metrics string) map[string]float64 {
+	return samples(metrics, "workqueue_depth", "name")
 }
 
 // formatDrained lists the queues by when they were last seen not empty, the last first.
@@ -492,29 +498,13 @@ func eventsSince(ctx context.Context, hub *sim.Hub, start time.Time) (string, in
 // is empty and the propagation and status controllers have each reconciled apps
 // Applications at least.
 func caughtUp(metrics string, apps int) bool {
-	var depth float64
-	reconciled := map[string]float64{}
-	for _, line := range strings.Split(metrics, "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(name, "workqueue_depth{"):
-			depth += n
-		case strings.HasPrefix(name, "controller_runtime_reconcile_total{"):
-			for _, controller := range []string{propagationController, statusController} {
-				if strings.Contains(name, `controller="`+controller+`"`) {
-					reconciled[controller] += n
-				}
-			}
+	for _, depth := range queueDepths(metrics) {
+		if depth > 0 {
+			return false
 		}
 	}
-	return depth == 0 && reconciled[propagationController] >= float64(apps) && reconciled[statusController] >= float64(apps)
+	reconciled := samples(metrics, "controller_runtime_reconcile_total", "controller")
+	return reconciled[propagationController] >= float64(apps) && reconciled[statusController] >= float64(apps)
 }
 
 // The controllers whose reconciles caughtUp counts: pkg/hub/propagation.ControllerName
