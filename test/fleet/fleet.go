@@ -78,23 +78,36 @@ func ResolveModuleDirs(repoRoot string) (ModuleDirs, error) {
 }
 
 // ModuleDir returns the source folder of module, as required by the go.mod in modDir,
-// downloading it if needed.
+// downloading it if needed: go list -m names no folder for a module that is not in the
+// module cache yet, as on a fresh machine before its tools are built.
 func ModuleDir(modDir, module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	path, err := goInModule(modDir, "list", "-m", "-f", "{{.Dir}}", module)
+	if err != nil || path != "" {
+		return path, err
+	}
+	if _, err := goInModule(modDir, "mod", "download", module); err != nil {
+		return "", err
+	}
+	path, err = goInModule(modDir, "list", "-m", "-f", "{{.Dir}}", module)
+	if err == nil && path == "" {
+		err = fmt.Errorf("go list -m %s in %s: the module has no source folder after go mod download", module, modDir)
+	}
+	return path, err
+}
+
+// goInModule runs a go command in the module of modDir and returns its output, trimmed.
+func goInModule(modDir string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
 	cmd.Dir = modDir
 	out, err := cmd.Output()
 	if err != nil {
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
-			return "", fmt.Errorf("go list -m %s in %s: %s", module, modDir, exitErr.Stderr)
+			return "", fmt.Errorf("go %s in %s: %s", strings.Join(args, " "), modDir, exitErr.Stderr)
 		}
-		return "", fmt.Errorf("go list -m %s in %s: %w", module, modDir, err)
+		return "", fmt.Errorf("go %s in %s: %w", strings.Join(args, " "), modDir, err)
 	}
-	path := strings.TrimSpace(string(out))
-	if path == "" {
-		return "", fmt.Errorf("go list -m %s in %s: the module has no source folder; run go mod download", module, modDir)
-	}
-	return path, nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 // Fleet is a running hub and its managed clusters.
