@@ -78,6 +78,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return r, err
 	}
 	defer func() { manager.Stop(30 * time.Second) }()
+	peak := trackPeak(ctx, manager, filepath.Join(dir, "manager-heap-peak.pb.gz"), filepath.Join(dir, "manager-metrics-peak.txt"))
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start := time.Now()
@@ -104,6 +105,8 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
+	_, peakAt := peak.Stop()
+	r.ManagerPeakAt = peakAt.Round(time.Second)
 	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
 		return r, err
 	}
