@@ -588,6 +588,6 @@ func isApplicationSetWork(o client.Object) bool {
 
 // servedByAnother is argoapp.IsServedByAnotherController for the watch's objects.
 func servedByAnother(obj client.Object) bool {
-	app, ok := obj.(*unstructured.Unstructured)
-	return ok && argoapp.IsServedByAnotherController(app)
+	app := hubcache.Thawed(obj) // the cache's Application, frozen
+	return app != nil && argoapp.IsServedByAnotherController(app)
 }

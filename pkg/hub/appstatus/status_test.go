@@ -179,7 +179,8 @@ func TestApplyStatusOnTheCachedDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		app := obj.(*unstructured.Unstructured)
+		// As the manager's client reads it from the cache: thawed.
+		app := hubcache.Thawed(obj.(*unstructured.Unstructured))
 		if digest, _, _ := unstructured.NestedString(app.Object, "status", "resources"); digest == "" {
 			t.Fatalf("the cache holds status.resources %v, want a digest", app.Object["status"])
 		}

@@ -71,8 +71,9 @@ func NewScheme() (*runtime.Scheme, error) {
 //   - Applications and ApplicationSets of the watched namespaces only, and of each
 //     Application a digest of status.resources instead of the list (ResourcesDigest):
 //     the status mirror, its only reader, compares it and writes it, and the list is
-//     most of a pulled app's size; and the keys and short values of every Application
-//     held once (internKeys);
+//     most of a pulled app's size; every field of an Application but its metadata
+//     frozen as its JSON text, which NewClient's reads thaw (frozen.go); and the keys
+//     and short values of the metadata held once (internKeys);
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
@@ -154,8 +155,10 @@ func SameResources(current any, resources []any) bool {
 }
 
 // TransformApplication is the cache's transform of a hub Application: it drops its
-// managed fields and replaces its status.resources with their ResourcesDigest. (The
-// manager's DefaultTransform does not apply to a kind with its own Transform.)
+// managed fields, replaces its status.resources with their ResourcesDigest, and freezes
+// every field but its metadata (frozen.go). (The manager's DefaultTransform does not
+// apply to a kind with its own Transform.) It is idempotent, as client-go asks of a
+// transform: a frozen status is not digested again.
 func TransformApplication(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -166,6 +169,9 @@ func TransformApplication(obj any) (any, error) {
 		if resources, ok := status["resources"].([]any); ok {
 			status["resources"] = ResourcesDigest(resources)
 		}
+	}
+	if err := freeze(u.Object); err != nil {
+		return nil, fmt.Errorf("transform Application %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	internKeys(u.Object)
 	return u, nil
@@ -394,8 +400,9 @@ func sharedHealth(h *statusv1alpha1.Health) *statusv1alpha1.Health {
 // NewClient returns a client that reads every object, Applications included, from the
 // manager's cache, and writes to the apiserver. The manager's own client reads
 // unstructured objects from the apiserver unless it is told otherwise. Every hub
-// controller that reads Applications reads through one. Its patches and applies are
-// answered with the object's metadata only (metadataAnswers).
+// controller that reads Applications reads through one. The Applications it reads are
+// thawed (thawingReads), and its patches and applies are answered with the object's
+// metadata only (metadataAnswers).
 func NewClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{
 		Scheme: mgr.GetScheme(),
@@ -409,5 +416,5 @@ func NewClient(mgr ctrl.Manager) (client.WithWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the metadata client: %w", err)
 	}
-	return &metadataAnswers{WithWatch: c, metadata: m}, nil
+	return &thawingReads{WithWatch: &metadataAnswers{WithWatch: c, metadata: m}}, nil
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -33,7 +35,7 @@ func TestTransformApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached := obj.(*unstructured.Unstructured)
+	cached := Thawed(obj.(*unstructured.Unstructured))
 	if len(cached.GetManagedFields()) != 0 {
 		t.Error("managed fields kept")
 	}
@@ -55,8 +57,90 @@ func TestTransformApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(bare.(*unstructured.Unstructured).Object, "status", "resources"); found {
+	if _, found, _ := unstructured.NestedFieldNoCopy(Thawed(bare.(*unstructured.Unstructured)).Object, "status", "resources"); found {
 		t.Error("an Application without resources got a digest")
+	}
+}
+
+// TestFrozenApplication: the cache holds every field of an Application but its metadata
+// as JSON text, once however often it is transformed (client-go transforms an informer's
+// initial list twice); thawing gives back the Application the apiserver served, whole
+// numbers as int64, without touching the cache's own map; and the client thaws what it
+// reads, Applications only.
+func TestFrozenApplication(t *testing.T) {
+	served := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": "web", "namespace": "argocd", "generation": int64(3),
+				"labels": map[string]any{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"}},
+			"spec": map[string]any{"project": "default", "syncPolicy": map[string]any{"retry": map[string]any{"limit": int64(5)}},
+				"ignoreDifferences": []any{map[string]any{"kind": "Secret", "jsonPointers": []any{"/data"}}}},
+			"operation": map[string]any{"sync": map[string]any{"revision": "main", "prune": true}},
+			"status": map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"},
+				"history": []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a"}}},
+		}}
+	}
+	once, err := TransformApplication(served())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := once.(*unstructured.Unstructured)
+	for _, key := range []string{"spec", "operation", "status"} {
+		if _, text := cached.Object[key].(string); !text {
+			t.Errorf("%s is not frozen: %T", key, cached.Object[key])
+		}
+	}
+	if _, ok := cached.Object["metadata"].(map[string]any); !ok || cached.GetName() != "web" {
+		t.Errorf("the metadata is not kept as it is: %v", cached.Object["metadata"])
+	}
+	twice, err := TransformApplication(cached.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(twice, cached) {
+		t.Errorf("transformed twice:\n%v\nonce:\n%v", twice, cached)
+	}
+
+	before := cached.DeepCopy()
+	thawed := Thawed(cached)
+	if !equality.Semantic.DeepEqual(thawed, served()) {
+		t.Errorf("thawed:\n%v\nwant\n%v", thawed, served())
+	}
+	if !equality.Semantic.DeepEqual(cached, before) {
+		t.Error("thawing changed the cache's object")
+	}
+	if IsFrozen(thawed) || Thawed(thawed) != thawed {
+		t.Error("a thawed Application is thawed again")
+	}
+	if Thawed(&workv1.ManifestWork{}) != nil {
+		t.Error("a ManifestWork is thawed")
+	}
+
+	// The client thaws Applications, and leaves other kinds alone: a Secret's type is a
+	// top-level string too.
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+		"metadata": map[string]any{"name": "s", "namespace": "argocd"}}}
+	reader := &thawingReads{WithWatch: fake.NewClientBuilder().WithObjects(cached.DeepCopy(), secret.DeepCopy()).Build()}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(cached.GroupVersionKind())
+	if err := reader.Get(t.Context(), client.ObjectKey{Namespace: "argocd", Name: "web"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if IsFrozen(got) || got.Object["spec"].(map[string]any)["project"] != "default" {
+		t.Errorf("Get gave a frozen Application: %v", got.Object)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cached.GroupVersionKind().GroupVersion().WithKind("ApplicationList"))
+	if err := reader.List(t.Context(), list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || IsFrozen(&list.Items[0]) {
+		t.Errorf("List gave %v", list.Items)
+	}
+	gotSecret := &unstructured.Unstructured{}
+	gotSecret.SetGroupVersionKind(secret.GroupVersionKind())
+	if err := reader.Get(t.Context(), client.ObjectKey{Namespace: "argocd", Name: "s"}, gotSecret); err != nil {
+		t.Fatalf("a Secret read through the client: %v", err)
 	}
 }
 
@@ -209,22 +293,23 @@ func TestInterningKeepsContent(t *testing.T) {
 	}
 	first, _ := TransformApplication(app())
 	second, _ := TransformApplication(app())
-	if !equality.Semantic.DeepEqual(first, app()) {
-		t.Errorf("the cached Application differs:\n%v\nwant\n%v", first, app())
+	if thawed := Thawed(first.(*unstructured.Unstructured)); !equality.Semantic.DeepEqual(thawed, app()) {
+		t.Errorf("the cached Application differs:\n%v\nwant\n%v", thawed, app())
 	}
+	// What the cache keeps as maps, the metadata (the rest is frozen).
 	key := func(u any, want string) string {
-		for k := range u.(*unstructured.Unstructured).Object["spec"].(map[string]any) {
+		for k := range u.(*unstructured.Unstructured).Object["metadata"].(map[string]any) {
 			if k == want {
 				return k
 			}
 		}
 		return ""
 	}
-	if a, b := key(first, "syncPolicy"), key(second, "syncPolicy"); unsafe.StringData(a) != unsafe.StringData(b) {
+	if a, b := key(first, "annotations"), key(second, "annotations"); unsafe.StringData(a) != unsafe.StringData(b) {
 		t.Error("two cached Applications hold two copies of a key")
 	}
-	a, _, _ := unstructured.NestedString(first.(*unstructured.Unstructured).Object, "status", "sync", "status")
-	b, _, _ := unstructured.NestedString(second.(*unstructured.Unstructured).Object, "status", "sync", "status")
+	a, _, _ := unstructured.NestedString(first.(*unstructured.Unstructured).Object, "metadata", "namespace")
+	b, _, _ := unstructured.NestedString(second.(*unstructured.Unstructured).Object, "metadata", "namespace")
 	if unsafe.StringData(a) != unsafe.StringData(b) {
 		t.Error("two cached Applications hold two copies of a short value")
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // Cache indexes.
@@ -50,8 +51,8 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			return nil
 		}},
 		{argoapp.NewApplication(), indexApplicationByProject, func(obj client.Object) []string {
-			app, ok := obj.(*unstructured.Unstructured)
-			if !ok {
+			app := hubcache.Thawed(obj) // the cache's Application, frozen
+			if app == nil {
 				return nil
 			}
 			if project, _, _ := unstructured.NestedString(app.Object, "spec", "project"); project != "" {

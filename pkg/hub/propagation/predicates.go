@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
@@ -43,9 +44,9 @@ func named(name string) predicate.Predicate {
 // generation cannot tell.
 var renderInputsChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldApp, okOld := e.ObjectOld.(*unstructured.Unstructured)
-		newApp, okNew := e.ObjectNew.(*unstructured.Unstructured)
-		if !okOld || !okNew {
+		// The cache's Applications, frozen (hubcache.Thawed).
+		oldApp, newApp := hubcache.Thawed(e.ObjectOld), hubcache.Thawed(e.ObjectNew)
+		if oldApp == nil || newApp == nil {
 			return true
 		}
 		return applicationInputsChanged(oldApp, newApp)

@@ -1,0 +1,137 @@
+package hubcache
+
+// This file holds the form in which the cache keeps hub Applications: their metadata as
+// it is, and each other top-level field (spec, operation, status) frozen as its JSON text.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+// An Application decoded from JSON is a tree of small Go maps, each of which costs about
+// 300 bytes however few its entries: 6 KB for a pulled app whose JSON is 1.3 KB, most of
+// the manager's heap at 10,000 apps. The cache keeps each field but the metadata (which
+// the informers, indexes and watches read) as its JSON text instead, about half the
+// size, and thaws it for its readers:
+//   - a read through NewClient's client (Get, List) thaws the Applications it returns,
+//     so every reconcile sees the Application as the apiserver serves it (less its managed
+//     fields, and status.resources as their ResourcesDigest);
+//   - a watch's predicate, map function or index that reads more than the metadata of an
+//     Application from the cache calls Thawed.
+
+// frozen reports whether the top-level field key of an Application is one that
+// TransformApplication freezes: all but the type and the metadata.
+func frozen(key string) bool {
+	return key != "apiVersion" && key != "kind" && key != "metadata"
+}
+
+// freeze replaces each frozen field of obj that is not frozen yet with its JSON text.
+func freeze(obj map[string]any) error {
+	for key, value := range obj {
+		if _, done := value.(string); done || !frozen(key) {
+			continue
+		}
+		text, err := json.Marshal(value)
+		if err != nil {
+			return fmt.Errorf("freeze %s: %w", key, err)
+		}
+		obj[key] = string(text)
+	}
+	return nil
+}
+
+// IsFrozen reports whether app is in the cache's form, with frozen fields to thaw.
+func IsFrozen(app *unstructured.Unstructured) bool {
+	for key, value := range app.Object {
+		if _, text := value.(string); text && frozen(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// Thaw decodes the frozen fields of an Application from the cache, in a new top-level
+// map: the map that app held, which may be the cache's own, is left as it was, and the
+// metadata stays shared with it. An Application that is not frozen is left as it is.
+func Thaw(app *unstructured.Unstructured) error {
+	if !IsFrozen(app) {
+		return nil
+	}
+	thawed := make(map[string]any, len(app.Object))
+	for key, value := range app.Object {
+		text, ok := value.(string)
+		if !ok || !frozen(key) {
+			thawed[key] = value
+			continue
+		}
+		var decoded any
+		// As the apiserver's JSON is decoded into an unstructured object: whole numbers
+		// as int64.
+		if err := utiljson.Unmarshal([]byte(text), &decoded); err != nil {
+			return fmt.Errorf("thaw %s of Application %s/%s: %w", key, app.GetNamespace(), app.GetName(), err)
+		}
+		thawed[key] = decoded
+	}
+	app.Object = thawed
+	return nil
+}
+
+// Thawed returns obj as an Application whose fields can be read, for a watch's
+// predicate, map function or index, which receive the cache's objects: a thawed copy of
+// an Application from the cache, or obj itself when it is not frozen. It returns nil
+// when obj is not an unstructured object, or its frozen fields do not decode (which the
+// cache's own transform never makes).
+func Thawed(obj client.Object) *unstructured.Unstructured {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	if !IsFrozen(app) {
+		return app
+	}
+	thawed := &unstructured.Unstructured{Object: app.Object}
+	if err := Thaw(thawed); err != nil {
+		return nil
+	}
+	return thawed
+}
+
+// thawingReads is a client whose reads of Applications thaw what the cache holds.
+type thawingReads struct {
+	client.WithWatch
+}
+
+func (c *thawingReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.WithWatch.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if app, ok := obj.(*unstructured.Unstructured); ok && app.GetKind() == argoapp.KindApplication {
+		return Thaw(app)
+	}
+	return nil
+}
+
+func (c *thawingReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.WithWatch.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	items, ok := list.(*unstructured.UnstructuredList)
+	if !ok {
+		return nil
+	}
+	for i := range items.Items {
+		if app := &items.Items[i]; app.GetKind() == argoapp.KindApplication {
+			if err := Thaw(app); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
