@@ -417,9 +417,11 @@ func reportObject(key types.NamespacedName, appSet *unstructured.Unstructured, s
 // agent's report is to be looked at again (observed.Observation.RecheckAfter).
 func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, foreign bool, err error) {
 	apps := argoapp.NewApplicationList()
-	// Read-only: the cache's objects, not copies of a thousand apps and works per report.
+	// Read-only: the cache's objects, not copies of a thousand apps and works per report,
+	// and the apps as the cache holds them (their metadata; servedByAnother reads the
+	// status when it may say so).
 	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
-		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy, hubcache.KeepFrozen); err != nil {
 		return nil, 0, false, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}
@@ -441,7 +443,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		if app.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if argoapp.IsServedByAnotherController(app) {
+		if servedByAnother(app) {
 			foreign = true
 			continue
 		}
@@ -586,8 +588,13 @@ func isApplicationSetWork(o client.Object) bool {
 	return o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet] != ""
 }
 
-// servedByAnother is argoapp.IsServedByAnotherController for the watch's objects.
+// servedByAnother is argoapp.IsServedByAnotherController for the cache's own objects:
+// the watch's, and those that clusterApps lists. Of an Application as the cache holds it, the status is thawed only when it may hold
+// the condition, which few apps have.
 func servedByAnother(obj client.Object) bool {
-	app := hubcache.Thawed(obj) // the cache's Application, frozen
+	if app, ok := obj.(*unstructured.Unstructured); ok && !hubcache.MayHold(app, "status", argoapp.ConditionOCMPropagationError) {
+		return false
+	}
+	app := hubcache.Thawed(obj)
 	return app != nil && argoapp.IsServedByAnotherController(app)
 }

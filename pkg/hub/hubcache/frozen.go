@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -103,6 +105,24 @@ func Thawed(obj client.Object) *unstructured.Unstructured {
 	return thawed
 }
 
+// MayHold reports whether the field of app may hold text: false only when the field is
+// frozen and its JSON text does not contain it. A reader of the cache's objects that
+// looks for one thing in a field (a condition's type) thaws it only when it may be there.
+func MayHold(app *unstructured.Unstructured, field, text string) bool {
+	frozenText, ok := app.Object[field].(string)
+	return !ok || !frozen(field) || strings.Contains(frozenText, text)
+}
+
+// KeepFrozen is a List option of NewClient's client: the Applications listed stay as
+// the cache holds them, for a reader of their metadata alone, which reads a field
+// through Thawed (or after MayHold). A thaw of a thousand Applications took a sixth of
+// the ApplicationSet report's time.
+var KeepFrozen client.ListOption = keepFrozen{}
+
+type keepFrozen struct{}
+
+func (keepFrozen) ApplyToList(*client.ListOptions) {}
+
 // thawingReads is a client whose reads of Applications thaw what the cache holds.
 type thawingReads struct {
 	client.WithWatch
@@ -123,7 +143,7 @@ func (c *thawingReads) List(ctx context.Context, list client.ObjectList, opts ..
 		return err
 	}
 	items, ok := list.(*unstructured.UnstructuredList)
-	if !ok {
+	if !ok || slices.Contains(opts, KeepFrozen) {
 		return nil
 	}
 	for i := range items.Items {

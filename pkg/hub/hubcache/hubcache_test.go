@@ -66,7 +66,7 @@ func TestTransformApplication(t *testing.T) {
 // as JSON text, once however often it is transformed (client-go transforms an informer's
 // initial list twice); thawing gives back the Application the apiserver served, whole
 // numbers as int64, without touching the cache's own map; and the client thaws what it
-// reads, Applications only.
+// reads, Applications only, unless asked to keep them frozen.
 func TestFrozenApplication(t *testing.T) {
 	served := func() *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
@@ -137,6 +137,21 @@ func TestFrozenApplication(t *testing.T) {
 	if len(list.Items) != 1 || IsFrozen(&list.Items[0]) {
 		t.Errorf("List gave %v", list.Items)
 	}
+	if err := reader.List(t.Context(), list, KeepFrozen); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || !IsFrozen(&list.Items[0]) {
+		t.Errorf("List with KeepFrozen gave %v", list.Items)
+	}
+
+	// MayHold says no only when a frozen field lacks the text.
+	if !MayHold(cached, "status", "Healthy") || MayHold(cached, "status", "OCMPropagationError") {
+		t.Error("MayHold does not read the frozen status")
+	}
+	if !MayHold(thawed, "status", "OCMPropagationError") || !MayHold(cached, "metadata", "OCMPropagationError") {
+		t.Error("MayHold says no of a field that is not frozen")
+	}
+
 	gotSecret := &unstructured.Unstructured{}
 	gotSecret.SetGroupVersionKind(secret.GroupVersionKind())
 	if err := reader.Get(t.Context(), client.ObjectKey{Namespace: "argocd", Name: "s"}, gotSecret); err != nil {
