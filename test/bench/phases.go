@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -34,6 +35,8 @@ import (
 func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager,
 	appSets []*unstructured.Unstructured, clusters []string, step func(string, ...any)) error {
 	reader := standIns.Reader()
+	// Where the time of propagation goes while the apps arrive: the first profileSeconds.
+	profiles := profileCPU(ctx, hub, manager, "p1")
 	began, err := measureWorks(ctx, r, hub, reader, appSets, clusters, sim.WorkCheck.OK, step)
 	if err != nil {
 		return err
@@ -62,6 +65,9 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	step("P1: every hub Application and report shows its clusters after %s; hub writes: %v", since(start), r.PropagationWrites)
+	for err := range profiles {
+		step("P1: a CPU profile was not taken: %v", err)
+	}
 	return nil
 }
 
@@ -197,19 +203,8 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	reportsBefore := standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	// Where the time of a change goes, in the manager and in the apiserver (go tool pprof
-	// <file>): CPU profiles of the first p2ProfileSeconds.
-	profiles := make(chan error, 2)
-	go func() {
-		profiles <- saveProfile(ctx, manager.PprofAddr, "profile?seconds="+strconv.Itoa(p2ProfileSeconds), filepath.Join(hub.Dir, "manager-p2-cpu.pb.gz"))
-	}()
-	go func() {
-		data, err := hub.Kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(p2ProfileSeconds)).DoRaw(ctx)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(hub.Dir, "apiserver-p2-cpu.pb.gz"), data, 0o644)
-		}
-		profiles <- err
-	}()
+	// <file>).
+	profiles := profileCPU(ctx, hub, manager, "p2")
 	rng := rand.New(rand.NewPCG(1, 2))
 	var lastCluster string
 	for i := range r.Scale.Changes {
@@ -231,10 +226,8 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	}
 	r.ChangeWrites = after.WritesSince(before)
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
-	for range 2 {
-		if err := <-profiles; err != nil {
-			step("P2: a CPU profile was not taken: %v", err)
-		}
+	for err := range profiles {
+		step("P2: a CPU profile was not taken: %v", err)
 	}
 	r.AppLatencies, r.ReportLatencies = appWatch.Latencies(), reportWatch.Latencies()
 	step("P4: writes during P2: %v", r.ChangeWrites)
@@ -250,9 +243,39 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	return nil
 }
 
-// p2ProfileSeconds is how long the CPU profiles of P2 run: under the 32 s timeout of a
-// discovery client, through which the apiserver's is read.
-const p2ProfileSeconds = 25
+// profileSeconds is how long the CPU profiles of P1 and P2 run: under the 32 s timeout
+// of a discovery client, through which the apiserver's is read.
+const profileSeconds = 25
+
+// profileCPU takes CPU profiles of the manager and of the kube-apiserver over the next
+// profileSeconds, kept in the run folder as manager-<phase>-cpu.pb.gz and
+// apiserver-<phase>-cpu.pb.gz. The channel yields the error of each profile not taken,
+// and is closed when both are done.
+func profileCPU(ctx context.Context, hub *sim.Hub, manager *sim.Manager, phase string) <-chan error {
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		path := filepath.Join(hub.Dir, "manager-"+phase+"-cpu.pb.gz")
+		if err := saveProfile(ctx, manager.PprofAddr, "profile?seconds="+strconv.Itoa(profileSeconds), path); err != nil {
+			errs <- fmt.Errorf("the manager's: %w", err)
+		}
+	})
+	wg.Go(func() {
+		data, err := hub.Kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(profileSeconds)).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(hub.Dir, "apiserver-"+phase+"-cpu.pb.gz"), data, 0o644)
+		}
+		if err != nil {
+			errs <- fmt.Errorf("the kube-apiserver's: %w", err)
+		}
+	})
+	go func() {
+		wg.Wait()
+		close(errs)
+	}()
+	return errs
+}
 
 // changeMarker prefixes the message of a measured change; changeMessage gives each its
 // number and its time.

@@ -273,7 +273,9 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   rendered as the manager renders it now, and no orphaned work (test/sim CheckWorks, on a
   watch-fed cache). The addon framework has already deployed the agent to every cluster
   (%s). CPU time used during P1 by each process: %v, on %d cores in %s of wall time.
-  Hub writes during P1, by the apiserver's apiserver_request_total: %s.
+  Hub writes during P1, by the apiserver's apiserver_request_total: %s. CPU profiles of
+  the manager and of the kube-apiserver over P1's first 25 s are kept in the run folder
+  (manager-p1-cpu.pb.gz, apiserver-p1-cpu.pb.gz).
 - **P1 create -> work latency** is, for each Application, the time from the return of its
   create to the first sight of its ManifestWork by an informer of the bench (the watch's
   delay included), while the bench creates them %d at a time, as fast as the apiserver
