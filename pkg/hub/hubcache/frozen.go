@@ -35,6 +35,8 @@ func frozen(key string) bool {
 }
 
 // freeze replaces each frozen field of obj that is not frozen yet with its JSON text.
+// Every top-level field of an Application but apiVersion and kind is an object (the
+// metadata, spec, operation, status), so a string there is one that freeze made.
 func freeze(obj map[string]any) error {
 	for key, value := range obj {
 		if _, done := value.(string); done || !frozen(key) {
