@@ -19,39 +19,67 @@ import (
 func TestApplicationInputsChanged(t *testing.T) {
 	tests := []struct {
 		name   string
+		base   func(app *unstructured.Unstructured) // of both versions, when set
 		change func(app *unstructured.Unstructured)
 		want   bool
 	}{
-		{"status only", func(app *unstructured.Unstructured) {
+		{"status only", nil, func(app *unstructured.Unstructured) {
 			app.Object["status"] = map[string]any{"sync": map[string]any{"status": "OutOfSync"}}
 			app.SetGeneration(app.GetGeneration() + 1) // no status subresource: the generation moves too
 			app.SetResourceVersion("43")
 			app.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "appstatus"}})
 		}, false},
-		{"spec", func(app *unstructured.Unstructured) {
+		{"spec", nil, func(app *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
 		}, true},
-		{"operation", func(app *unstructured.Unstructured) {
+		{"operation", nil, func(app *unstructured.Unstructured) {
 			app.Object["operation"] = map[string]any{"sync": map[string]any{}}
 		}, true},
-		{"label", func(app *unstructured.Unstructured) { app.SetLabels(nil) }, true},
-		{"annotation", func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") }, true},
-		{"finalizers", func(app *unstructured.Unstructured) { app.SetFinalizers([]string{argoapp.ResourcesFinalizer}) }, true},
-		{"deletion", func(app *unstructured.Unstructured) { now := metav1.Now(); app.SetDeletionTimestamp(&now) }, true},
-		{"owner", func(app *unstructured.Unstructured) {
+		{"label", nil, func(app *unstructured.Unstructured) { app.SetLabels(nil) }, true},
+		{"annotation", nil, func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") }, true},
+		{"finalizers", nil, func(app *unstructured.Unstructured) { app.SetFinalizers([]string{argoapp.ResourcesFinalizer}) }, true},
+		{"deletion", nil, func(app *unstructured.Unstructured) { now := metav1.Now(); app.SetDeletionTimestamp(&now) }, true},
+		{"owner", nil, func(app *unstructured.Unstructured) {
 			app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set"}})
 		}, true},
+		{"operation state of an app with an operation", withOperation, func(app *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(app.Object, "Succeeded", "status", "operationState", "phase")
+		}, true},
+		{"other status of an app with an operation", withOperation, func(app *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(app.Object, "Healthy", "status", "health", "status")
+		}, false},
+	}
+	// As the apiserver serves them, and as the manager's cache holds them (frozen).
+	cached := func(app *unstructured.Unstructured) *unstructured.Unstructured {
+		obj, err := hubcache.TransformApplication(app.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*unstructured.Unstructured)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			oldApp := parse(t, hubApp)
+			if tt.base != nil {
+				tt.base(oldApp)
+			}
 			newApp := oldApp.DeepCopy()
 			tt.change(newApp)
 			if got := applicationInputsChanged(oldApp, newApp); got != tt.want {
 				t.Errorf("applicationInputsChanged() = %v, want %v", got, tt.want)
 			}
+			if got := applicationInputsChanged(cached(oldApp), cached(newApp)); got != tt.want {
+				t.Errorf("applicationInputsChanged() of the cached versions = %v, want %v", got, tt.want)
+			}
 		})
 	}
+}
+
+// withOperation gives an app a sync operation that is running.
+func withOperation(app *unstructured.Unstructured) {
+	app.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "main"}}
+	_ = unstructured.SetNestedField(app.Object, "Running", "status", "operationState", "phase")
+	_ = unstructured.SetNestedField(app.Object, "2026-01-02T03:04:05Z", "status", "operationState", "startedAt")
 }
 
 func TestWorkUpToDate(t *testing.T) {

@@ -44,9 +44,9 @@ func named(name string) predicate.Predicate {
 // generation cannot tell.
 var renderInputsChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		// The cache's Applications, frozen (hubcache.Thawed).
-		oldApp, newApp := hubcache.Thawed(e.ObjectOld), hubcache.Thawed(e.ObjectNew)
-		if oldApp == nil || newApp == nil {
+		oldApp, okOld := e.ObjectOld.(*unstructured.Unstructured)
+		newApp, okNew := e.ObjectNew.(*unstructured.Unstructured)
+		if !okOld || !okNew {
 			return true
 		}
 		return applicationInputsChanged(oldApp, newApp)
@@ -55,7 +55,9 @@ var renderInputsChanged = predicate.Funcs{
 
 // applicationInputsChanged reports whether anything that propagation reads differs
 // between two versions of an Application: everything but the status and the
-// server-maintained metadata.
+// server-maintained metadata. Two versions from the cache have their spec and operation
+// frozen (hubcache.Thawed), and compare as their JSON texts, which are equal when the
+// fields are; only the operation state is thawed, and only of an app with an operation.
 func applicationInputsChanged(oldApp, newApp *unstructured.Unstructured) bool {
 	return !equality.Semantic.DeepEqual(oldApp.GetLabels(), newApp.GetLabels()) ||
 		!equality.Semantic.DeepEqual(oldApp.GetAnnotations(), newApp.GetAnnotations()) ||
@@ -74,6 +76,9 @@ func applicationInputsChanged(oldApp, newApp *unstructured.Unstructured) bool {
 func operationResultMirrored(oldApp, newApp *unstructured.Unstructured) bool {
 	if newApp.Object["operation"] == nil {
 		return false
+	}
+	if oldApp, newApp = hubcache.Thawed(oldApp), hubcache.Thawed(newApp); oldApp == nil || newApp == nil {
+		return true
 	}
 	oldState, _, _ := unstructured.NestedMap(oldApp.Object, "status", "operationState")
 	newState, _, _ := unstructured.NestedMap(newApp.Object, "status", "operationState")
