@@ -589,12 +589,13 @@ func isApplicationSetWork(o client.Object) bool {
 }
 
 // servedByAnother is argoapp.IsServedByAnotherController for the cache's own objects:
-// the watch's, and those that clusterApps lists. Of an Application as the cache holds it, the status is thawed only when it may hold
-// the condition, which few apps have.
+// the watch's, and those that clusterApps lists. Of an Application as the cache holds
+// it, the status is thawed only when it may hold the condition, which few apps have.
 func servedByAnother(obj client.Object) bool {
-	if app, ok := obj.(*unstructured.Unstructured); ok && !hubcache.MayHold(app, "status", argoapp.ConditionOCMPropagationError) {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok || !hubcache.MayHold(app, "status", argoapp.ConditionOCMPropagationError) {
 		return false
 	}
-	app := hubcache.Thawed(obj)
+	app = hubcache.Thawed(app)
 	return app != nil && argoapp.IsServedByAnotherController(app)
 }

@@ -51,8 +51,8 @@ func freeze(obj map[string]any) error {
 	return nil
 }
 
-// IsFrozen reports whether app is in the cache's form, with frozen fields to thaw.
-func IsFrozen(app *unstructured.Unstructured) bool {
+// isFrozen reports whether app is in the cache's form, with frozen fields to thaw.
+func isFrozen(app *unstructured.Unstructured) bool {
 	for key, value := range app.Object {
 		if _, text := value.(string); text && frozen(key) {
 			return true
@@ -61,11 +61,11 @@ func IsFrozen(app *unstructured.Unstructured) bool {
 	return false
 }
 
-// Thaw decodes the frozen fields of an Application from the cache, in a new top-level
+// thaw decodes the frozen fields of an Application from the cache, in a new top-level
 // map: the map that app held, which may be the cache's own, is left as it was, and the
 // metadata stays shared with it. An Application that is not frozen is left as it is.
-func Thaw(app *unstructured.Unstructured) error {
-	if !IsFrozen(app) {
+func thaw(app *unstructured.Unstructured) error {
+	if !isFrozen(app) {
 		return nil
 	}
 	thawed := make(map[string]any, len(app.Object))
@@ -97,11 +97,11 @@ func Thawed(obj client.Object) *unstructured.Unstructured {
 	if !ok {
 		return nil
 	}
-	if !IsFrozen(app) {
+	if !isFrozen(app) {
 		return app
 	}
 	thawed := &unstructured.Unstructured{Object: app.Object}
-	if err := Thaw(thawed); err != nil {
+	if err := thaw(thawed); err != nil {
 		return nil
 	}
 	return thawed
@@ -135,7 +135,7 @@ func (c *thawingReads) Get(ctx context.Context, key client.ObjectKey, obj client
 		return err
 	}
 	if app, ok := obj.(*unstructured.Unstructured); ok && app.GetKind() == argoapp.KindApplication {
-		return Thaw(app)
+		return thaw(app)
 	}
 	return nil
 }
@@ -150,7 +150,7 @@ func (c *thawingReads) List(ctx context.Context, list client.ObjectList, opts ..
 	}
 	for i := range items.Items {
 		if app := &items.Items[i]; app.GetKind() == argoapp.KindApplication {
-			if err := Thaw(app); err != nil {
+			if err := thaw(app); err != nil {
 				return err
 			}
 		}

@@ -109,7 +109,7 @@ func TestFrozenApplication(t *testing.T) {
 	if !equality.Semantic.DeepEqual(cached, before) {
 		t.Error("thawing changed the cache's object")
 	}
-	if IsFrozen(thawed) || Thawed(thawed) != thawed {
+	if isFrozen(thawed) || Thawed(thawed) != thawed {
 		t.Error("a thawed Application is thawed again")
 	}
 	if Thawed(&workv1.ManifestWork{}) != nil {
@@ -126,7 +126,7 @@ func TestFrozenApplication(t *testing.T) {
 	if err := reader.Get(t.Context(), client.ObjectKey{Namespace: "argocd", Name: "web"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if IsFrozen(got) || got.Object["spec"].(map[string]any)["project"] != "default" {
+	if isFrozen(got) || got.Object["spec"].(map[string]any)["project"] != "default" {
 		t.Errorf("Get gave a frozen Application: %v", got.Object)
 	}
 	list := &unstructured.UnstructuredList{}
@@ -134,13 +134,13 @@ func TestFrozenApplication(t *testing.T) {
 	if err := reader.List(t.Context(), list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 1 || IsFrozen(&list.Items[0]) {
+	if len(list.Items) != 1 || isFrozen(&list.Items[0]) {
 		t.Errorf("List gave %v", list.Items)
 	}
 	if err := reader.List(t.Context(), list, KeepFrozen); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 1 || !IsFrozen(&list.Items[0]) {
+	if len(list.Items) != 1 || !isFrozen(&list.Items[0]) {
 		t.Errorf("List with KeepFrozen gave %v", list.Items)
 	}
 
