@@ -586,9 +586,10 @@ func trackPeak(ctx context.Context, manager *sim.Manager, profile, metrics strin
 	return t
 }
 
-// Stop stops the tracker, and returns the highest resident set it saw and when.
-func (t *peakTracker) Stop() (int64, time.Duration) {
+// Stop stops the tracker, and returns when it saw the highest resident set, from its
+// start.
+func (t *peakTracker) Stop() time.Duration {
 	t.stop()
 	<-t.done
-	return t.rss, t.at
+	return t.at
 }

@@ -105,8 +105,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
-	_, peakAt := peak.Stop()
-	r.ManagerPeakAt = peakAt.Round(time.Second)
+	r.ManagerPeakAt = peak.Stop().Round(time.Second)
 	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
 		return r, err
 	}
