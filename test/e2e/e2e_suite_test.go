@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -109,8 +110,9 @@ func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
 }
 
 // applyAddonPlacementForSpec applies the Placement name of the clusters where the addon
-// is available (fleet.AddonPlacementYAML) and deletes it when the spec ends.
-func applyAddonPlacementForSpec(ctx context.Context, name string) {
+// is available (fleet.AddonPlacementYAML) and deletes it when the spec ends. It returns
+// once the Placement's PlacementDecision lists each of clusters.
+func applyAddonPlacementForSpec(ctx context.Context, name string, clusters ...*fleet.ManagedCluster) {
 	applier, err := fleet.NewApplier(theFleet.Hub.Config)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(name))).To(Succeed())
@@ -123,16 +125,34 @@ func applyAddonPlacementForSpec(ctx context.Context, name string) {
 	})
 	// Argo CD's ApplicationSet controller (v3.2) gives up on an ApplicationSet whose
 	// clusterDecisionResource generator finds no PlacementDecision yet for 3 minutes
-	// (ReconcileRequeueOnValidationError): the spec's ApplicationSet must find one.
+	// (ReconcileRequeueOnValidationError): the spec's ApplicationSet must find one. It
+	// does not watch PlacementDecisions either: an ApplicationSet made before the decision
+	// lists a cluster generates that cluster's app only at its next requeue
+	// (requeueAfterSeconds, 30 s in fleet.PulledApplicationSetYAML).
 	decisions := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placementdecisions"}
-	eventually(ctx, func(ctx context.Context) (int, error) {
+	want := []string{}
+	for _, mc := range clusters {
+		want = append(want, mc.Name)
+	}
+	eventually(ctx, func(ctx context.Context) ([]string, error) {
 		list, err := hubDyn.Resource(decisions).Namespace(fleet.ArgoCDNamespace).List(ctx,
 			metav1.ListOptions{LabelSelector: "cluster.open-cluster-management.io/placement=" + name})
-		if err != nil {
-			return 0, err
+		if err != nil || len(list.Items) == 0 {
+			return nil, err
 		}
-		return len(list.Items), nil
-	}).ShouldNot(BeZero(), "the placement controller made the PlacementDecision of %s", name)
+		decided := []string{}
+		for _, d := range list.Items {
+			entries, _, _ := unstructured.NestedSlice(d.Object, "status", "decisions")
+			for _, e := range entries {
+				if m, ok := e.(map[string]any); ok {
+					if c, ok := m["clusterName"].(string); ok {
+						decided = append(decided, c)
+					}
+				}
+			}
+		}
+		return decided, nil
+	}).Should(And(Not(BeNil()), ContainElements(want)), "the placement controller made the PlacementDecision of %s, with %v", name, want)
 }
 
 // reportedApp returns what the cluster's agent reports on the hub about the spoke

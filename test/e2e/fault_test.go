@@ -58,7 +58,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		agentPod = target.Name + "/" + addon.DefaultInstallNamespace + "/" + addonName + "-agent"
 
 		enableAddonForSpec(ctx, target)
-		applyAddonPlacementForSpec(ctx, placement)
+		applyAddonPlacementForSpec(ctx, placement, target)
 
 		// The agent runs and publishes before the restart.
 		eventually(ctx, func(ctx context.Context) (string, error) {

@@ -103,12 +103,15 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 		}).Should(ConsistOf(targets[0].Name+": "+want, targets[1].Name+": "+want), "the report")
 	}
 
-	It("causes no write once settled, then writes each hub Application, ManifestWork and report a bounded number of times per real change over a 5-minute soak", func(ctx SpecContext) {
+	It("causes no write once settled, then writes each hub Application, ManifestWork and report a bounded number of times per real change over a soak of four changes", func(ctx SpecContext) {
 		// The first round changes nothing: once settled, and once the hub went 20 s
 		// without writing one (what earlier specs left settles first), the hub
 		// Applications, the ManifestWorks and the reports are not written at all in its
 		// minute (the apiserver's request counts, every object of the three resources).
-		// In the other rounds, each hub write must be explained by a real change: one of the test's, or one of
+		// Each other round makes one change, waits until the spokes and the hub show it,
+		// then until the hub has gone changeQuiet without writing an Application, a work
+		// or a report: its writes are over before the next round begins.
+		// In those rounds, each hub write must be explained by a real change: one of the test's, or one of
 		// the spoke Application's, which the hub follows. Per round, an object may be
 		// written at most:
 		//   hub Application: the writes of the change itself (template: the
@@ -164,7 +167,10 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 			resourceWorks:        recordHistory(ctx, hub.dyn.Resource(worksGVR), metav1.ListOptions{LabelSelector: argoapp.LabelApplicationSet}),
 			resourceReports:      recordHistory(ctx, hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace), metav1.ListOptions{}),
 		}
-		const round = time.Minute
+		const (
+			settledRound = time.Minute      // round 0
+			changeQuiet  = 15 * time.Second // ends each other round, once its change shows
+		)
 		var (
 			rounds []kind      // the change of each round
 			starts []time.Time // when each round began
@@ -205,9 +211,13 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 					Expect(err).NotTo(HaveOccurred())
 				}
 				rounds = append(rounds, commitChange)
-				settled(ctx, head)
 			}
-			sleep(ctx, time.Until(start.Add(round)))
+			if i == 0 {
+				sleep(ctx, time.Until(start.Add(settledRound)))
+			} else {
+				settled(ctx, head)
+				waitForQuietHub(ctx, changeQuiet, 3*time.Minute, pullResources...)
+			}
 			if i == 0 {
 				window := time.Since(before.at)
 				d := readHubWrites(ctx).since(before)

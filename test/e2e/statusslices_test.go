@@ -66,7 +66,7 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		target = theFleet.Clusters[1]
 		enableAddonForSpec(ctx, target)
-		applyAddonPlacementForSpec(ctx, placement)
+		applyAddonPlacementForSpec(ctx, placement, target)
 
 		// 29 ConfigMaps (no health in Argo CD) with long names and a Service (Healthy) per
 		// app.

@@ -54,7 +54,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		enableAddonForSpec(ctx, target)
-		applyAddonPlacementForSpec(ctx, placement)
+		applyAddonPlacementForSpec(ctx, placement, target)
 
 		// Two apps: the guestbook whose Pods take readyAfter to become Ready, as with a slow
 		// image pull, and one whose image makes its Pods run but never become Ready.
