@@ -17,10 +17,13 @@ FLEET_TOOLS := etcd k8s ocm argocd kwok
 INTEGRATION_TOOLS := etcd k8s helm
 # The packages whose tests need an apiserver (envtest or test/sim), helm or a build of the
 # image: they skip in -short mode, which test-unit runs in. The longest first (go test runs
-# them in this order, two at a time on two cores), so that the others run beside them.
+# them in this order, two at a time on two cores; one at a time in make test, beside e2e),
+# so that the others run beside them.
 INTEGRATION_PKGS := ./test/fault/... ./pkg/spoke/... ./test/image/... ./test/abuse/... ./pkg/hub/... \
                     ./test/chart/... ./test/testenv/... ./test/sim/...
 GO_TEST_FLAGS ?=
+# Flags of test-integration's go test only (make test sets -p=1, beside the e2e suite).
+INTEGRATION_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
 # The scale of make bench: full (1,000 clusters, 10,000 apps; writes docs/benchmarks.md),
@@ -44,8 +47,25 @@ export KUBEBUILDER_ASSETS := $(BIN_DIR)
 demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
+# make test runs the e2e suite side by side with the integration, fuzz and bench suites
+# (one after the other): the e2e fleet mostly waits (about 40% of 2 cores on average),
+# and they fill what it leaves. Meanwhile they test one package and fuzz with one worker
+# at a time, so that together both sides ask about what the machine has. Every tool is
+# built before, once. Each target's output comes whole when it ends.
 .PHONY: test
-test: verify test-unit test-integration test-fuzz test-bench test-e2e ## Run every check and test suite: static checks and the linter, unit, integration (envtest, chart, abuse, fault), fuzz, the bench smoke test and e2e on the fleet
+test: verify test-unit test-tools ## Run every check and test suite: static checks and the linter, unit, then e2e on the fleet beside integration (envtest, chart, abuse, fault), fuzz and the bench smoke test
+	@echo "test-e2e runs beside test-integration, test-fuzz and test-bench; each one's output comes when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e test-beside-e2e
+
+.PHONY: test-beside-e2e
+test-beside-e2e:
+	@$(MAKE) --no-print-directory test-integration INTEGRATION_FLAGS=-p=1
+	@$(MAKE) --no-print-directory test-fuzz FUZZ_FLAGS=-parallel=1
+	@$(MAKE) --no-print-directory test-bench
+
+# test-tools are the tools and builds that the suites of make test use.
+.PHONY: test-tools
+test-tools: fleet-tools tools-helm tools-clusteradm $(addprefix tools-,$(INTEGRATION_TOOLS)) build
 
 ##@ Tests
 
@@ -67,7 +87,7 @@ test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -sho
 
 .PHONY: test-integration
 test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites on a real kube-apiserver and etcd from bin/: each controller's envtest suite, the chart (helm), the abuse suite (test/abuse), the fault suite (test/fault) and the image (test/image)
-	go test -timeout 20m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+	go test -timeout 20m $(GO_TEST_FLAGS) $(INTEGRATION_FLAGS) $(INTEGRATION_PKGS)
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)
