@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // Event mapping: every watch enqueues the hub Applications whose outcome the event may
@@ -38,9 +39,11 @@ func (r *reconciler) mapWorkToApplications(ctx context.Context, obj client.Objec
 		return requests.list()
 	}
 	// An Application with that spoke key targets the work's cluster: the cluster index
-	// narrows them to the Applications of one cluster, which are only read.
+	// narrows them to the Applications of one cluster, of which only the metadata is
+	// read (as the cache holds them: neither copied nor thawed).
 	apps := argoapp.NewApplicationList()
-	if err := r.client.List(ctx, apps, client.MatchingFields{indexApplicationByCluster: work.Namespace}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(ctx, apps, client.MatchingFields{indexApplicationByCluster: work.Namespace},
+		client.UnsafeDisableDeepCopy, hubcache.KeepFrozen); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the Applications of a spoke application", "spokeApplication", spoke)
 	}
 	for i := range apps.Items {
@@ -68,14 +71,16 @@ func (r *reconciler) applicationsOfCluster(ctx context.Context, cluster string) 
 	var requests requestSet
 	apps := &unstructured.UnstructuredList{}
 	apps.SetGroupVersionKind(argoapp.ApplicationGVK.GroupVersion().WithKind(argoapp.KindApplication + "List"))
-	if err := r.client.List(ctx, apps, client.MatchingFields{indexApplicationByCluster: cluster}); err != nil {
+	// Of the Applications and works only the keys are read.
+	if err := r.client.List(ctx, apps, client.MatchingFields{indexApplicationByCluster: cluster},
+		client.UnsafeDisableDeepCopy, hubcache.KeepFrozen); err != nil {
 		log.Error(err, "list the Applications of a cluster", "cluster", cluster)
 	}
 	for i := range apps.Items {
 		requests.add(client.ObjectKeyFromObject(&apps.Items[i]))
 	}
 	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.InNamespace(cluster)); err != nil {
+	if err := r.client.List(ctx, works, client.InNamespace(cluster), client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list the ManifestWorks of a cluster", "cluster", cluster)
 	}
 	for i := range works.Items {
@@ -95,7 +100,7 @@ func (r *reconciler) mapPauseToApplications(ctx context.Context, _ client.Object
 		log.Error(err, "list the Applications")
 	}
 	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works); err != nil {
+	if err := r.client.List(ctx, works, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list the ManifestWorks")
 	}
 	for i := range works.Items {
@@ -131,10 +136,11 @@ func (r *reconciler) mapProjectToApplications(ctx context.Context, project clien
 }
 
 // addApplicationsOfInterest adds to requests the Applications that opts select and that
-// are or were pulled (isOfInterest).
+// are or were pulled (isOfInterest), which reads their metadata only: they are listed as
+// the cache holds them, neither copied nor thawed.
 func (r *reconciler) addApplicationsOfInterest(ctx context.Context, requests *requestSet, opts ...client.ListOption) error {
 	apps := argoapp.NewApplicationList()
-	if err := r.client.List(ctx, apps, opts...); err != nil {
+	if err := r.client.List(ctx, apps, append(opts, client.UnsafeDisableDeepCopy, hubcache.KeepFrozen)...); err != nil {
 		return err
 	}
 	for i := range apps.Items {
