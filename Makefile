@@ -22,7 +22,7 @@ INTEGRATION_TOOLS := etcd k8s helm
 INTEGRATION_PKGS := ./test/fault/... ./pkg/spoke/... ./test/image/... ./test/abuse/... ./pkg/hub/... \
                     ./test/chart/... ./test/testenv/... ./test/sim/...
 GO_TEST_FLAGS ?=
-# Flags of test-integration's go test only (make test sets -p=1, beside the e2e suite).
+# Flags of test-integration's go test only (make test sets -p=1: it runs beside the e2e suite).
 INTEGRATION_FLAGS ?=
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
@@ -47,20 +47,23 @@ export KUBEBUILDER_ASSETS := $(BIN_DIR)
 demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed clusters and show the pull model working; Ctrl-C stops it
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
-# make test runs the e2e suite side by side with the integration, fuzz and bench suites
-# (one after the other): the e2e fleet mostly waits (about 40% of 2 cores on average),
-# and they fill what it leaves. Meanwhile they test one package and fuzz with one worker
-# at a time, so that together both sides ask about what the machine has. Every tool is
-# built before, once. Each target's output comes whole when it ends.
+# make test runs the static checks and the unit tests, then its other suites in two lanes
+# side by side: the e2e suite on the fleet, then fuzz (one worker); integration (one
+# package at a time), then the bench smoke test. The e2e fleet mostly waits (about 40%
+# of 2 cores on average), and the other lane fills what it leaves; the two lanes take
+# about as long. Every tool is built before, once. Each target's output comes whole when
+# it ends.
 .PHONY: test
-test: verify test-unit test-tools ## Run every check and test suite: static checks and the linter, unit, then e2e on the fleet beside integration (envtest, chart, abuse, fault), fuzz and the bench smoke test
-	@echo "test-e2e runs beside test-integration, test-fuzz and test-bench; each one's output comes when it ends"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e test-beside-e2e
+test: verify test-unit test-tools ## Run every check and test suite: static checks and the linter, unit, then two lanes side by side: e2e on the fleet and fuzz; integration (envtest, chart, abuse, fault) and the bench smoke test
+	@echo "two lanes side by side: test-e2e, test-fuzz; test-integration, test-bench. Each one's output comes when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-fleet test-lane-local
 
-.PHONY: test-beside-e2e
-test-beside-e2e:
-	@$(MAKE) --no-print-directory test-integration INTEGRATION_FLAGS=-p=1
+.PHONY: test-lane-fleet test-lane-local
+test-lane-fleet:
+	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-fuzz FUZZ_FLAGS=-parallel=1
+test-lane-local:
+	@$(MAKE) --no-print-directory test-integration INTEGRATION_FLAGS=-p=1
 	@$(MAKE) --no-print-directory test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
