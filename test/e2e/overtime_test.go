@@ -168,8 +168,11 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 			resourceReports:      recordHistory(ctx, hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace), metav1.ListOptions{}),
 		}
 		const (
-			settledRound = time.Minute      // round 0
-			changeQuiet  = 15 * time.Second // ends each other round, once its change shows
+			settledRound = time.Minute // round 0
+			// changeQuiet ends each other round, once its change shows: twice the work
+			// agent's status feedback period (its StatusSyncInterval, 10 s), so that the
+			// feedback of the round's last spoke write is in the round.
+			changeQuiet = 20 * time.Second
 		)
 		var (
 			rounds []kind      // the change of each round
