@@ -26,6 +26,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -88,7 +89,7 @@ func measureAgent(ctx context.Context, r *Results, hub *sim.Hub, agentBin, dir s
 	if err != nil {
 		return err
 	}
-	ports, err := sim.FreePorts(1)
+	ports, err := loopback.FreePorts(1)
 	if err != nil {
 		return err
 	}

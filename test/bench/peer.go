@@ -15,6 +15,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -181,7 +182,7 @@ func startPeer(ctx context.Context, hub *sim.Hub, binary string, clusters int) (
 	if err := os.Symlink(binary, link); err != nil {
 		return nil, err
 	}
-	ports, err := sim.FreePorts(2)
+	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // ArgoCDNamespace is where Argo CD runs, on the hub and on every managed cluster.
@@ -161,7 +163,7 @@ func startArgoCDSpoke(ctx context.Context, sup *supervisor, bin string, cp *Cont
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-repo-server", repoKC, tokenTTL); err != nil {
 		return redis, err
 	}
-	ports, err := freePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return redis, err
 	}
@@ -199,7 +201,7 @@ func startArgoCDHub(ctx context.Context, sup *supervisor, bin string, cp *Contro
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-applicationset-controller", kc, tokenTTL); err != nil {
 		return err
 	}
-	ports, err := freePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -270,7 +272,7 @@ func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *Con
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-server", kc, tokenTTL); err != nil {
 		return redis, "", err
 	}
-	ports, err := freePorts(2)
+	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return redis, "", err
 	}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // serviceAccountIssuer is the issuer of every cluster's service-account tokens, as on a
@@ -71,7 +70,7 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 	if err := cp.writePKI(); err != nil {
 		return nil, fmt.Errorf("%s: certificates: %w", name, err)
 	}
-	ports, err := freePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -284,58 +283,4 @@ func kubeconfigBytes(server string, caPEM []byte, auth clientcmdapi.AuthInfo) ([
 	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
 	cfg.CurrentContext = "default"
 	return clientcmd.Write(*cfg)
-}
-
-// freePorts reserves n distinct free loopback ports below the kernel's ephemeral range.
-// A port of that range, released before its server binds it, can meanwhile become the
-// local end of any client connection on the machine, and stay so as long as a watch
-// does: the fleet's stand-in Pods keep their ports across restarts, and one such Pod
-// restarted for minutes with "address already in use". Below the range only another
-// server can take it.
-func freePorts(n int) ([]int, error) {
-	low := ephemeralPortsStart()
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 1000 {
-			return nil, fmt.Errorf("find %d free ports in [%d, %d): %d found", n, minFleetPort, low, len(ports))
-		}
-		port := minFleetPort + rand.IntN(low-minFleetPort)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
-
-// minFleetPort is the lowest port the fleet takes: above the well-known and most
-// registered services.
-const minFleetPort = 20000
-
-// ephemeralPortsStart is the first port of the kernel's ephemeral range, where it picks
-// the local ports of client connections; 32768, Linux's default, when the range cannot be
-// read or leaves the fleet fewer than 1,000 ports above minFleetPort.
-func ephemeralPortsStart() int {
-	const fallback = 32768
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return fallback
-	}
-	fields := strings.Fields(string(data))
-	if len(fields) == 0 {
-		return fallback
-	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil || low <= minFleetPort+1000 {
-		return fallback
-	}
-	return low
 }

@@ -24,6 +24,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // HubName names the hub's control plane, run directory and kubeconfig.
@@ -344,7 +346,7 @@ func (f *Fleet) InstallAddon(ctx context.Context, values ...string) error {
 	args := []string{"install", "argocd-pull-addon", f.addon.Chart, "--namespace", AddonReleaseNamespace, "--create-namespace", "--wait=false"}
 	// A Pod has its own network; these processes share the host's, so the manager's
 	// endpoints get free ports.
-	ports, err := freePorts(2)
+	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return err
 	}

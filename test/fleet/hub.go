@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // Namespaces of the OCM hub, as the cluster-manager operator creates them.
@@ -89,7 +91,7 @@ func startOCMHub(ctx context.Context, sup *supervisor, bin string, cp *ControlPl
 	if err := writeFiles(webhookDir, map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM}); err != nil {
 		return err
 	}
-	ports, err := freePorts(6)
+	ports, err := loopback.FreePorts(6)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 const (
@@ -70,7 +71,7 @@ func joinCluster(ctx context.Context, sup *supervisor, bin string, hub, spoke *C
 		return err
 	}
 	hubKubeconfigDir := filepath.Join(spoke.Dir, "hub-kubeconfig")
-	ports, err := freePorts(1)
+	ports, err := loopback.FreePorts(1)
 	if err != nil {
 		return err
 	}

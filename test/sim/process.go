@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // Process is a binary the simulation runs as a process, as a kubelet would run its
@@ -125,7 +126,7 @@ type Manager struct {
 // leader election on as the chart deploys it, and waits until it is ready. args are added
 // to the flags.
 func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...string) (*Manager, error) {
-	ports, err := FreePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -173,24 +174,4 @@ func waitReady(ctx context.Context, p *Process, url string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// FreePorts returns n distinct free TCP ports on loopback.
-func FreePorts(n int) ([]int, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("find a free port: %w", err))
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

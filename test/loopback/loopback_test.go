@@ -1,4 +1,4 @@
-package fleet
+package loopback
 
 import (
 	"net"
@@ -8,14 +8,14 @@ import (
 
 func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
 	low := ephemeralPortsStart()
-	ports, err := freePorts(20)
+	ports, err := FreePorts(20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[int]bool{}
 	for _, port := range ports {
-		if port < minFleetPort || port >= low {
-			t.Errorf("port %d is outside [%d, %d)", port, minFleetPort, low)
+		if port < minPort || port >= low {
+			t.Errorf("port %d is outside [%d, %d)", port, minPort, low)
 		}
 		if seen[port] {
 			t.Errorf("port %d twice", port)
