@@ -169,9 +169,12 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 		}
 		const (
 			settledRound = time.Minute // round 0
-			// changeQuiet ends each other round, once its change shows: twice the work
-			// agent's status feedback period (its StatusSyncInterval, 10 s), so that the
-			// feedback of the round's last spoke write is in the round.
+			// changeQuiet ends each other round, once its change shows. What follows a
+			// spoke write on the hub comes within about a second: the work agent watches
+			// the spoke Application for its status feedback (render.go asks for
+			// FeedbackWatchType), and the report's pace and the Progressing hold are 1 s.
+			// 20 s leaves a loaded machine room for them, and outlasts the fallback of
+			// that watch, the agent's periodic scrape (every 10 to 19 s).
 			changeQuiet = 20 * time.Second
 		)
 		var (

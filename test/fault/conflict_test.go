@@ -157,6 +157,10 @@ func TestConflictStorm(t *testing.T) {
 	other := &otherWriter{c: f.hub.Client, last: map[string]string{}}
 	ctx, cancel := context.WithTimeout(f.ctx, storm)
 	defer cancel()
+	// The writers' requests, which go on until each app was written once, have a
+	// deadline of their own: a stuck write fails the test instead of hanging it.
+	writeCtx, cancelWrites := context.WithTimeout(f.ctx, storm+2*time.Minute)
+	defer cancelWrites()
 	errs := make(chan error, writers)
 	for id := range writers {
 		var share []string
@@ -165,7 +169,7 @@ func TestConflictStorm(t *testing.T) {
 				share = append(share, name)
 			}
 		}
-		go func() { errs <- other.run(f.ctx, ctx, id, share) }()
+		go func() { errs <- other.run(writeCtx, ctx, id, share) }()
 	}
 	injections := 0
 	for n := 0; ctx.Err() == nil; n++ {
