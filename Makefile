@@ -48,23 +48,14 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 # make test runs the static checks and the unit tests, then its other suites in two lanes
-# side by side: the e2e suite on the fleet, then fuzz (one worker); integration (one
-# package at a time), then the bench smoke test. The e2e fleet mostly waits (about 40%
-# of 2 cores on average), and the other lane fills what it leaves; the two lanes take
-# about as long. Every tool is built before, once. Each target's output comes whole when
-# it ends.
+# side by side (hack/lanes.sh): the e2e suite on the fleet, then fuzz (one worker);
+# integration (one package at a time), then the bench smoke test. The e2e fleet mostly
+# waits (about 40% of 2 cores on average), and the other lane fills what it leaves; the
+# two lanes take about as long. Every tool is built before, once. Each suite writes to
+# .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
 test: verify test-unit test-tools ## Run every check and test suite: static checks and the linter, unit, then two lanes side by side: e2e on the fleet and fuzz; integration (envtest, chart, abuse, fault) and the bench smoke test
-	@echo "two lanes side by side: test-e2e, test-fuzz; test-integration, test-bench. Each one's output comes when it ends"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-fleet test-lane-local
-
-.PHONY: test-lane-fleet test-lane-local
-test-lane-fleet:
-	@$(MAKE) --no-print-directory test-e2e
-	@$(MAKE) --no-print-directory test-fuzz FUZZ_FLAGS=-parallel=1
-test-lane-local:
-	@$(MAKE) --no-print-directory test-integration INTEGRATION_FLAGS=-p=1
-	@$(MAKE) --no-print-directory test-bench
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e 'test-fuzz FUZZ_FLAGS=-parallel=1' -- 'test-integration INTEGRATION_FLAGS=-p=1' test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs make targets in lanes side by side, as make test does:
+#   hack/lanes.sh <target> [<target> ...] -- <target> [<target> ...] [-- ...]
+# Each lane runs its targets one after the other, every one of them even when one before
+# failed. A target may carry make variables, quoted with it: 'test-fuzz FUZZ_FLAGS=-parallel=1'.
+# Each target writes to its own log, .cache/test-logs/<target>.log (tail -f it to follow
+# the suite), which is printed whole when the target ends; meanwhile a line every two
+# minutes says which targets still run. It fails when any target failed, and names them.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+make=${MAKE:-make}
+logs=.cache/test-logs
+mkdir -p "$logs"
+state=$(mktemp -d)
+trap 'rm -rf "$state"' EXIT
+
+# run runs one target into its log and prints the log whole, under a lock so that two
+# lanes' logs do not interleave; it records a failure in $state.
+run() {
+  local args name log start status
+  read -r -a args <<<"$1"
+  name=${args[0]}
+  log=$logs/$name.log
+  start=$(date +%s)
+  touch "$state/running.$name"
+  if "$make" --no-print-directory "${args[@]}" >"$log" 2>&1; then
+    status=passed
+  else
+    status=FAILED
+    touch "$state/failed.$name"
+  fi
+  rm -f "$state/running.$name"
+  {
+    flock 9
+    echo "===== $name $status after $(($(date +%s) - start))s (log: $log) ====="
+    cat "$log"
+    echo "===== $name $status ====="
+  } 9>"$state/print.lock"
+}
+
+lane() {
+  for target in "$@"; do
+    run "$target"
+  done
+}
+
+lanes=() # each lane's targets, separated by a newline
+current=()
+for arg in "$@"; do
+  if [ "$arg" = "--" ]; then
+    lanes+=("$(printf '%s\n' "${current[@]}")")
+    current=()
+  else
+    current+=("$arg")
+  fi
+done
+[ ${#current[@]} -gt 0 ] && lanes+=("$(printf '%s\n' "${current[@]}")")
+if [ ${#lanes[@]} -eq 0 ]; then
+  echo "usage: hack/lanes.sh <target> ... [-- <target> ...]" >&2
+  exit 2
+fi
+
+begin=$(date +%s)
+pids=()
+for targets in "${lanes[@]}"; do
+  mapfile -t list <<<"$targets"
+  echo "lane: ${list[*]}"
+  lane "${list[@]}" &
+  pids+=($!)
+done
+(
+  while sleep 120; do
+    running=$(cd "$state" && ls running.* 2>/dev/null | sed 's/^running\.//' | tr '\n' ' ')
+    echo "lanes: $((($(date +%s) - begin) / 60)) min; running: ${running:-none} (logs in $logs)"
+  done
+) &
+ticker=$!
+for pid in "${pids[@]}"; do
+  wait "$pid"
+done
+kill "$ticker" 2>/dev/null
+wait "$ticker" 2>/dev/null
+
+failed=$(cd "$state" && ls failed.* 2>/dev/null | sed 's/^failed\.//' | tr '\n' ' ')
+if [ -n "$failed" ]; then
+  echo "lanes: FAILED after $(($(date +%s) - begin))s: $failed"
+  exit 1
+fi
+echo "lanes: every target passed in $(($(date +%s) - begin))s"
