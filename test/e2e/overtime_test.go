@@ -218,13 +218,11 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 				}
 				rounds = append(rounds, commitChange)
 			}
-			if i == 0 {
-				sleep(ctx, time.Until(start.Add(settledRound)))
-			} else {
+			if i > 0 {
 				settled(ctx, head)
 				waitForQuietHub(ctx, changeQuiet, 3*time.Minute, pullResources...)
-			}
-			if i == 0 {
+			} else {
+				sleep(ctx, time.Until(start.Add(settledRound)))
 				window := time.Since(before.at)
 				d := readHubWrites(ctx).since(before)
 				GinkgoWriter.Printf("hub writes in %v with the ApplicationSet settled: %s\n", window.Round(time.Second), d)
