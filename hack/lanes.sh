@@ -46,30 +46,32 @@ lane() {
   done
 }
 
-lanes=() # each lane's targets, separated by a newline
-current=()
-for arg in "$@"; do
-  if [ "$arg" = "--" ]; then
-    lanes+=("$(printf '%s\n' "${current[@]}")")
-    current=()
-  else
-    current+=("$arg")
-  fi
-done
-[ ${#current[@]} -gt 0 ] && lanes+=("$(printf '%s\n' "${current[@]}")")
-if [ ${#lanes[@]} -eq 0 ]; then
+if [ $# -eq 0 ]; then
   echo "usage: hack/lanes.sh <target> ... [-- <target> ...]" >&2
   exit 2
 fi
 
 begin=$(date +%s)
 pids=()
-for targets in "${lanes[@]}"; do
-  mapfile -t list <<<"$targets"
-  echo "lane: ${list[*]}"
-  lane "${list[@]}" &
+# launch starts a lane of the targets given, in the background.
+launch() {
+  [ $# -gt 0 ] || return 0
+  printf 'lane:'
+  printf " '%s'" "$@"
+  echo
+  lane "$@" &
   pids+=($!)
+}
+current=()
+for arg in "$@"; do
+  if [ "$arg" = "--" ]; then
+    launch "${current[@]}"
+    current=()
+  else
+    current+=("$arg")
+  fi
 done
+launch "${current[@]}"
 (
   while sleep 120; do
     running=$(cd "$state" && ls running.* 2>/dev/null | sed 's/^running\.//' | tr '\n' ' ')
