@@ -340,61 +340,34 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 
 // stripSlice keeps of a slice what the hub shows, compactly, and each entry's Digest: no
 // tree nodes, resource images or managed fields (the manager's DefaultTransform does not
-// apply to a kind with its own Transform); the strings that the resources repeat (groups, versions, kinds,
-// namespaces, statuses) and their message-less health held once; each list exactly as
-// long as it is. The hub holds the resources of every app of every cluster, and these
-// took half of their size.
+// apply to a kind with its own Transform), and the resources of each app in their packed
+// form (PackResources) at PackedResources. The hub holds the resources of every app of
+// every cluster, and as structs they were the largest part of its cache.
 //
 // It is idempotent, as client-go asks of a transform: an informer's initial list
 // transforms its objects twice (the reflector's watch-list, then its queue). An entry
 // with a Digest is one stripped already (the API never carries it): its Digest, of the
-// entry as the agent wrote it, stays. Computed again from the stripped entry, it would
-// not be the digest that the resource tree writer reads the whole slice for, and every
-// tree would be written again at each start.
+// entry as the agent wrote it, stays, and so do its packed resources. Computed again from
+// the stripped entry, the Digest would not be the one that the resource tree writer reads
+// the whole slice for, and every tree would be written again at each start.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
 		return obj, nil
 	}
 	s.ManagedFields = nil
-	intern := argoapp.Intern
 	for i := range s.Apps {
 		app := &s.Apps[i]
-		if app.Digest == "" {
-			_, digest := clusterreport.EntryDigest(*app)
-			app.Digest = string(digest[:])
+		if app.Digest != "" {
+			continue
 		}
+		_, digest := clusterreport.EntryDigest(*app)
+		app.Digest = string(digest[:])
 		app.Nodes = nil
-		resources := make([]statusv1alpha1.ResourceStatus, len(app.Resources))
-		for j, r := range app.Resources {
-			resources[j] = statusv1alpha1.ResourceStatus{
-				Group: intern(r.Group), Version: intern(r.Version), Kind: intern(r.Kind), Namespace: intern(r.Namespace),
-				Name: r.Name, Status: intern(r.Status), Health: sharedHealth(r.Health),
-			}
-		}
-		if len(resources) == 0 {
-			resources = nil
-		}
-		app.Resources = resources
+		app.PackedResources = PackResources(app.Resources)
+		app.Resources = nil
 	}
 	return s, nil
-}
-
-// healths holds one *Health of each of Argo CD's health statuses without a message,
-// which the resources of every slice share: the cache never changes a cached object.
-var healths = func() map[string]*statusv1alpha1.Health {
-	m := map[string]*statusv1alpha1.Health{}
-	for _, status := range []string{"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"} {
-		m[status] = &statusv1alpha1.Health{Status: status}
-	}
-	return m
-}()
-
-func sharedHealth(h *statusv1alpha1.Health) *statusv1alpha1.Health {
-	if h == nil || h.Message != "" || healths[h.Status] == nil {
-		return h
-	}
-	return healths[h.Status]
 }
 
 // NewClient returns a client that reads every object, Applications included, from the

@@ -24,6 +24,7 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // ConditionTruncated is the condition type, on the hub Application and on the report's
@@ -146,8 +147,9 @@ func (r *Reader) forgetOthers(cluster string, current []statusv1alpha1.Applicati
 }
 
 // AppOf returns a slice's entry as the hub's view of an app: every resource with its
-// sync status and health (status and message), Argo CD's conditions, and, when the agent
-// had to cut the app, a ConditionTruncated that says what it left out.
+// sync status and health (status and message), from its Resources or, in an entry of the
+// hub's cache, its PackedResources; Argo CD's conditions; and, when the agent had to cut
+// the app, a ConditionTruncated that says what it left out.
 func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 	app := clusterreport.App{
 		Namespace: e.Namespace, Name: e.Name, ApplicationSet: e.ApplicationSet, ManifestWork: e.ManifestWork,
@@ -172,6 +174,14 @@ func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 	}
 	for _, c := range e.Conditions {
 		app.Conditions = append(app.Conditions, argoapp.Condition{Type: c.Type, Message: c.Message})
+	}
+	if e.PackedResources != "" { // an entry of the hub's cache
+		packed, ok := hubcache.UnpackResources(e.PackedResources)
+		app.Resources = packed // the cache's entries have no Resources
+		if !ok {
+			app.Conditions = append(app.Conditions, argoapp.Condition{Type: ConditionTruncated, Message: fmt.Sprintf(
+				"The hub's cache could not read all the resources of this application, a defect of the addon-manager: it shows %d of them.", len(packed))})
+		}
 	}
 	if t := e.Truncated; t != nil {
 		app.ResourcesOmitted = int(t.ResourcesOmitted)

@@ -124,6 +124,9 @@ type AppStatus struct {
 	// drops the tree's nodes and the resources' images, so that a change of those is
 	// still seen.
 	Digest string `json:"-"`
+	// PackedResources is not part of the API and never serialized: the hub's cache holds
+	// the entry's Resources here, packed (hubcache.PackResources), and Resources empty.
+	PackedResources string `json:"-"`
 }
 
 // ObjectRef points to a namespaced object.
