@@ -29,6 +29,7 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workinformersv1 "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
 )
 
 // frameworkResync is the resync period of the framework's informers, as its own Start
@@ -79,7 +80,8 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 		})
 	}
 	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kube, frameworkResync, kubeinformers.WithTweakListOptions(ofAddons))
-	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync, workinformers.WithTweakListOptions(ofAddons))
+	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync,
+		workinformers.WithTweakListOptions(ofAddons), workinformers.WithTransform(stripAgentWork))
 	addonInformers := addoninformers.NewSharedInformerFactory(addons, frameworkResync)
 	clusterInformers := clusterinformers.NewSharedInformerFactory(clusters, frameworkResync)
 	dynamicInformers := dynamicinformer.NewDynamicSharedInformerFactory(dyn, frameworkResync)
@@ -119,6 +121,23 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	clusterInformers.Start(ctx.Done())
 	dynamicInformers.Start(ctx.Done())
 	return nil
+}
+
+// stripAgentWork is the transform of the framework's informer of the addons'
+// ManifestWorks: it drops their managed fields and the work agent's conditions of each
+// manifest, about a third of such a work in memory. The framework's controllers (v1.3.0)
+// read of a work its metadata and spec (the work applier of sdk-go compares and patches
+// them), the work's own conditions, and of each manifest its identity and status
+// feedback (agentdeploy's health check and hook status, FindManifestValue); they write
+// no work's status.
+func stripAgentWork(obj any) (any, error) {
+	if w, ok := obj.(*workv1.ManifestWork); ok {
+		w.ManagedFields = nil
+		for i := range w.Status.ResourceStatus.Manifests {
+			w.Status.ResourceStatus.Manifests[i].Conditions = nil
+		}
+	}
+	return obj, nil
 }
 
 // withoutTombstones is a shared informer whose event handlers never get a

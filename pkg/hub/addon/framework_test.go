@@ -8,14 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/agent"
 	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 )
 
 // The reason for StartFramework's informers: addon-framework's filters read a tombstone as
@@ -87,5 +90,34 @@ func TestWithoutTombstonesHandsTheLastKnownObject(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the deletion learnt by the relist did not reach the handler")
+	}
+}
+
+// TestStripAgentWork: the framework's cache keeps of an addon's work what its
+// controllers read (the spec, the work's conditions, each manifest's identity and status
+// feedback), without managed fields and the conditions of each manifest.
+func TestStripAgentWork(t *testing.T) {
+	feedback := workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{{Name: "ReadyReplicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](1)}}}}
+	meta := workv1.ManifestResourceMeta{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "agent", Name: "agent"}
+	work := &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{Name: "addon-argocd-pull-deploy-0", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "work-agent"}}},
+		Spec:       workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(`{"kind":"Deployment"}`)}}}}},
+		Status: workv1.ManifestWorkStatus{
+			Conditions: []metav1.Condition{{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue}},
+			ResourceStatus: workv1.ManifestResourceStatus{Manifests: []workv1.ManifestCondition{{
+				ResourceMeta: meta, StatusFeedbacks: feedback,
+				Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue}},
+			}}},
+		},
+	}
+	want := work.DeepCopy()
+	want.ManagedFields = nil
+	want.Status.ResourceStatus.Manifests[0].Conditions = nil
+	got, err := stripAgentWork(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("stripped:\n%+v\nwant\n%+v", got, want)
 	}
 }
