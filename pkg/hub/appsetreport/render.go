@@ -9,6 +9,7 @@ package appsetreport
 
 import (
 	"cmp"
+	"container/heap"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,32 +78,81 @@ func HostingApplicationSetLabelValue(namespace, name string) string {
 // RenderStatuses renders the report's content from the ApplicationSet's apps. The
 // result is deterministic: entries sorted by cluster and app, resources sorted.
 func RenderStatuses(appSetNamespace string, apps []ClusterApp) appsv1alpha1.AppConditions {
-	var out appsv1alpha1.AppConditions
-	resources := map[appsv1alpha1.ResourceRef]struct{}{}
+	out := appsv1alpha1.AppConditions{ClusterConditions: make([]appsv1alpha1.ClusterCondition, 0, len(apps))}
 	for _, a := range apps {
 		out.ClusterConditions = append(out.ClusterConditions, clusterCondition(appSetNamespace, a))
-		for _, r := range a.State.Resources {
-			if r.Health.Status == HealthMissing {
-				continue // failed to deploy: its cluster's error says why
-			}
-			resources[resourceRef(r)] = struct{}{}
-		}
 	}
 	slices.SortFunc(out.ClusterConditions, func(a, b appsv1alpha1.ClusterCondition) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.App, b.App))
 	})
-	for r := range resources {
-		out.Resources = append(out.Resources, r)
-	}
-	slices.SortFunc(out.Resources, func(a, b appsv1alpha1.ResourceRef) int {
-		return cmp.Or(cmp.Compare(a.APIVersion, b.APIVersion), cmp.Compare(a.Kind, b.Kind),
-			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	if len(out.Resources) > MaxResources {
-		out.Resources = out.Resources[:MaxResources]
-	}
+	out.Resources = firstResources(apps, MaxResources)
 	out.Summary = CountSummary(out.ClusterConditions, apps)
 	return out
+}
+
+// firstResources returns the first max resources, in their order (compareResources), of
+// the union of the resources that apps deployed. Each app usually deploys its own (in a
+// namespace of its own), so the union grows with the clusters, far past max: it keeps
+// the max first ones seen so far in a heap, the last of them on top, and never holds or
+// sorts more.
+func firstResources(apps []ClusterApp, max int) []appsv1alpha1.ResourceRef {
+	if max <= 0 {
+		return nil
+	}
+	var first resourceHeap
+	kept := map[appsv1alpha1.ResourceRef]struct{}{}
+	apiVersions := map[[2]string]string{}
+	for _, a := range apps {
+		for _, r := range a.State.Resources {
+			if r.Health.Status == HealthMissing {
+				continue // failed to deploy: its cluster's error says why
+			}
+			apiVersion, ok := apiVersions[[2]string{r.Group, r.Version}]
+			if !ok {
+				apiVersion = resourceRef(r).APIVersion
+				apiVersions[[2]string{r.Group, r.Version}] = apiVersion
+			}
+			ref := appsv1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+			if _, ok := kept[ref]; ok {
+				continue
+			}
+			switch {
+			case len(first) < max:
+				heap.Push(&first, ref)
+			case compareResources(ref, first[0]) < 0:
+				// A resource once dropped is after every one kept since: it is not kept again.
+				delete(kept, first[0])
+				first[0] = ref
+				heap.Fix(&first, 0)
+			default:
+				continue
+			}
+			kept[ref] = struct{}{}
+		}
+	}
+	slices.SortFunc(first, compareResources)
+	return first
+}
+
+// compareResources orders the resources of a report: by apiVersion, kind, namespace
+// and name.
+func compareResources(a, b appsv1alpha1.ResourceRef) int {
+	return cmp.Or(cmp.Compare(a.APIVersion, b.APIVersion), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// resourceHeap is a heap of resources whose top is the last one (compareResources).
+type resourceHeap []appsv1alpha1.ResourceRef
+
+func (h resourceHeap) Len() int           { return len(h) }
+func (h resourceHeap) Less(i, j int) bool { return compareResources(h[i], h[j]) > 0 }
+func (h resourceHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *resourceHeap) Push(x any)        { *h = append(*h, x.(appsv1alpha1.ResourceRef)) }
+func (h *resourceHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // clusterCondition renders one cluster entry.
