@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,8 +226,9 @@ func stripWork(obj any) (any, error) {
 
 // internWork makes the strings that every pulled work repeats the one copy that
 // argoapp.Intern holds: the keys of its labels and annotations, and short values; the
-// identities, feedback rules and update strategies of its manifests; the types, reasons
-// and messages of its conditions; the feedback names and short values.
+// identities of its manifests; the types, reasons and messages of its conditions; the
+// feedback names and short values. The feedback rules and update strategies of its
+// manifests, the same in every work, are one copy too (sharedValues).
 func internWork(w *workv1.ManifestWork) {
 	intern := argoapp.Intern
 	internShort := func(s string) string {
@@ -248,19 +250,11 @@ func internWork(w *workv1.ManifestWork) {
 		id := &config.ResourceIdentifier
 		id.Group, id.Resource, id.Namespace = intern(id.Group), intern(id.Resource), internShort(id.Namespace)
 		config.FeedbackScrapeType = workv1.FeedbackScrapeType(intern(string(config.FeedbackScrapeType)))
-		for j := range config.FeedbackRules {
-			rule := &config.FeedbackRules[j]
-			rule.Type = workv1.FeedBackType(intern(string(rule.Type)))
-			for k := range rule.JsonPaths {
-				path := &rule.JsonPaths[k]
-				path.Name, path.Version, path.Path = intern(path.Name), intern(path.Version), intern(path.Path)
-			}
+		if len(config.FeedbackRules) > 0 {
+			config.FeedbackRules = sharedFeedbackRules.of(config.FeedbackRules)
 		}
-		if strategy := config.UpdateStrategy; strategy != nil {
-			strategy.Type = workv1.UpdateStrategyType(intern(string(strategy.Type)))
-			if ssa := strategy.ServerSideApply; ssa != nil {
-				ssa.FieldManager = intern(ssa.FieldManager)
-			}
+		if config.UpdateStrategy != nil {
+			config.UpdateStrategy = sharedUpdateStrategies.of(config.UpdateStrategy)
 		}
 	}
 	for i := range w.Status.Conditions {
@@ -283,6 +277,45 @@ func internWork(w *workv1.ManifestWork) {
 			}
 		}
 	}
+}
+
+// The feedback rules and update strategy of the pulled works' manifest configurations,
+// each held once: every work the manager renders has the same ones.
+var (
+	sharedFeedbackRules    = &sharedValues[[]workv1.FeedbackRule]{}
+	sharedUpdateStrategies = &sharedValues[*workv1.UpdateStrategy]{}
+)
+
+// sharedValues holds one copy of each distinct value (by its JSON encoding) of a part
+// that many cached objects repeat whole, up to maxSharedValues of them; the cache never
+// changes a cached object, so they share it. Past the bound, a value is kept as it is.
+type sharedValues[T any] struct {
+	mu     sync.Mutex
+	values map[string]T
+}
+
+// maxSharedValues bounds each sharedValues: the values it holds stay when no object
+// holds them any more.
+const maxSharedValues = 64
+
+// of returns the copy of v held for every object, or v when there is none and no room.
+func (s *sharedValues[T]) of(v T) T {
+	key, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held, ok := s.values[string(key)]; ok {
+		return held
+	}
+	if s.values == nil {
+		s.values = map[string]T{}
+	}
+	if len(s.values) < maxSharedValues {
+		s.values[string(key)] = v
+	}
+	return v
 }
 
 // ManifestDigestKey is the field of a CompactManifest that holds the digest of the

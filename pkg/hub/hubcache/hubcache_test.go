@@ -349,4 +349,23 @@ func TestInterningKeepsContent(t *testing.T) {
 	if !equality.Semantic.DeepEqual(cached, work()) {
 		t.Errorf("the cached work differs:\n%+v\nwant\n%+v", cached, work())
 	}
+	// The feedback rules and update strategy, the same in every work, are one copy; other
+	// ones are copies of their own.
+	again, _ := stripWork(work())
+	one, two := cached.(*workv1.ManifestWork).Spec.ManifestConfigs[0], again.(*workv1.ManifestWork).Spec.ManifestConfigs[0]
+	if &one.FeedbackRules[0] != &two.FeedbackRules[0] || one.UpdateStrategy != two.UpdateStrategy {
+		t.Error("two cached works hold two copies of the same feedback rules or update strategy")
+	}
+	other := work()
+	other.Spec.ManifestConfigs[0].FeedbackRules[0].JsonPaths[0].Path = ".status.health"
+	other.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.Force = false
+	want := other.DeepCopy()
+	stripped, _ := stripWork(other)
+	three := stripped.(*workv1.ManifestWork).Spec.ManifestConfigs[0]
+	if &three.FeedbackRules[0] == &one.FeedbackRules[0] || three.UpdateStrategy == one.UpdateStrategy {
+		t.Error("a work's own feedback rules or update strategy are replaced by other ones")
+	}
+	if !equality.Semantic.DeepEqual(stripped, want) {
+		t.Errorf("the cached work differs:\n%+v\nwant\n%+v", stripped, want)
+	}
 }
