@@ -135,7 +135,9 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 		return fmt.Errorf("invalid ApplicationSet report options: %w", err)
 	}
 	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &workv1.ManifestWork{}, indexByApplicationSet, func(o client.Object) []string {
+	// The works of an ApplicationSet, one in each cluster namespace: indexed across
+	// namespaces only, as clusterApps lists them.
+	if err := hubcache.IndexAcrossNamespaces(ctx, mgr.GetCache(), &workv1.ManifestWork{}, indexByApplicationSet, func(o client.Object) []string {
 		if key := o.GetAnnotations()[argoapp.AnnotationHostingApplicationSet]; key != "" {
 			return []string{key}
 		}

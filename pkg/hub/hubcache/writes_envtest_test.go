@@ -204,3 +204,51 @@ func setSync(status string) apppatch.Mutation {
 		return true, unstructured.SetNestedField(app.Object, status, "status", "sync", "status")
 	}
 }
+
+// TestIndexAcrossNamespaces: on a real apiserver, a List through the manager's cache with
+// client.MatchingFields and no namespace finds the objects of every namespace that
+// IndexAcrossNamespaces indexed under the value, and only those.
+func TestIndexAcrossNamespaces(t *testing.T) {
+	env := shared.Get(t)
+	ctx := t.Context()
+	g := testenv.NewGomega(t)
+	scheme, err := hubcache.NewScheme()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	const field = "test.owner"
+	g.Expect(hubcache.IndexAcrossNamespaces(ctx, mgr.GetCache(), &workv1.ManifestWork{}, field, func(o client.Object) []string {
+		if owner := o.GetAnnotations()["owner"]; owner != "" {
+			return []string{owner}
+		}
+		return nil
+	})).To(gomega.Succeed())
+	go func() { _ = mgr.Start(ctx) }()
+	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(gomega.BeTrue())
+
+	for _, w := range []struct{ namespace, name, owner string }{
+		{"index-a", "one", "argocd/app"}, {"index-b", "two", "argocd/app"}, {"index-b", "three", "argocd/other"}, {"index-c", "four", ""},
+	} {
+		g.Expect(testenv.CreateNamespace(ctx, env.Client, w.namespace)).To(gomega.Succeed())
+		work := &workv1.ManifestWork{}
+		work.Namespace, work.Name = w.namespace, w.name
+		if w.owner != "" {
+			work.Annotations = map[string]string{"owner": w.owner}
+		}
+		g.Expect(env.Client.Create(ctx, work)).To(gomega.Succeed())
+	}
+	names := func(value string) func() []string {
+		return func() []string {
+			works := &workv1.ManifestWorkList{}
+			g.Expect(mgr.GetCache().List(ctx, works, client.MatchingFields{field: value})).To(gomega.Succeed())
+			var out []string
+			for _, w := range works.Items {
+				out = append(out, w.Namespace+"/"+w.Name)
+			}
+			return out
+		}
+	}
+	g.Eventually(names("argocd/app")).Should(gomega.ConsistOf("index-a/one", "index-b/two"))
+	g.Eventually(names("argocd/other")).Should(gomega.ConsistOf("index-b/three"))
+	g.Expect(names("argocd/none")()).To(gomega.BeEmpty())
+}

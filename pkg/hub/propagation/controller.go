@@ -112,7 +112,7 @@ func Setup(mgr ctrl.Manager, c client.Client, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("invalid propagation options: %w", err)
 	}
-	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := registerIndexes(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
 	r := &reconciler{

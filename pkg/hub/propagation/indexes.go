@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -28,22 +29,26 @@ const (
 // Each entry of an index whose every value names one object costs the cache a set of
 // its own, twice (controller-runtime indexes a namespaced object under its namespace and
 // under all namespaces): at 10,000 Applications, tens of MiB. So the only such index is
-// the one of the works of an Application, whose works may be in any namespace; the
-// works and Applications of a spoke Application (conflict.go) are found among those of
-// its cluster, through the namespace index and indexApplicationByCluster.
+// the one of the works of an Application, whose works may be in any namespace, and it
+// is indexed across namespaces only (hubcache.IndexAcrossNamespaces); the works and
+// Applications of a spoke Application (conflict.go) are found among those of its
+// cluster, through the namespace index and indexApplicationByCluster.
 
-func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+func registerIndexes(ctx context.Context, c cache.Cache) error {
+	// The works of an Application, in whichever namespace: one work each.
+	if err := hubcache.IndexAcrossNamespaces(ctx, c, &workv1.ManifestWork{}, indexWorkByApplication, func(obj client.Object) []string {
+		if key, ok := argoapp.ApplicationOfWork(obj); ok {
+			return []string{key.String()}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	indexes := []struct {
 		obj     client.Object
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&workv1.ManifestWork{}, indexWorkByApplication, func(obj client.Object) []string {
-			if key, ok := argoapp.ApplicationOfWork(obj); ok {
-				return []string{key.String()}
-			}
-			return nil
-		}},
 		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
 			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
 				return []string{cluster}
@@ -62,7 +67,7 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 	}
 	for _, index := range indexes {
-		if err := indexer.IndexField(ctx, index.obj, index.field, index.extract); err != nil {
+		if err := c.IndexField(ctx, index.obj, index.field, index.extract); err != nil {
 			return fmt.Errorf("index %s: %w", index.field, err)
 		}
 	}
