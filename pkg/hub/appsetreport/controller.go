@@ -436,6 +436,7 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 	}
 	addons := map[string]*addonv1beta1.ManagedClusterAddOn{}
 	now := time.Now()
+	out = make([]ClusterApp, 0, len(apps.Items))
 	for i := range apps.Items {
 		app := &apps.Items[i]
 		annotations := app.GetAnnotations() // a copy: read it once
