@@ -76,8 +76,9 @@ verify: tools-helm tools-golangci-lint ## Static checks: gofmt, go vet, golangci
 	hack/verify-manifests.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e)
+test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e; the hub cache's also with -race)
 	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+	go test -short -race -timeout 10m $(GO_TEST_FLAGS) ./pkg/hub/hubcache/
 
 .PHONY: test-integration
 test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites on a real kube-apiserver and etcd from bin/: each controller's envtest suite, the chart (helm), the abuse suite (test/abuse), the fault suite (test/fault) and the image (test/image)

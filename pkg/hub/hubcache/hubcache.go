@@ -156,13 +156,15 @@ func SameResources(current any, resources []any) bool {
 }
 
 // TransformApplication is the cache's transform of a hub Application: it drops its
-// managed fields, replaces its status.resources with their ResourcesDigest, and freezes
-// every field but its metadata (frozen.go). (The manager's DefaultTransform does not
-// apply to a kind with its own Transform.) It is idempotent, as client-go asks of a
-// transform: a frozen status is not digested again.
+// managed fields, replaces its status.resources with their ResourcesDigest, freezes
+// every field but its metadata (frozen.go), interns the metadata's keys and short
+// values (internKeys), and holds its labels, annotations and owner references once for
+// all the Applications that have them alike (sharedMetadata). (The manager's
+// DefaultTransform does not apply to a kind with its own Transform.) It is idempotent,
+// as client-go asks of a transform: a frozen Application is left as it is.
 func TransformApplication(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
+	if !ok || isFrozen(u) {
 		return obj, nil
 	}
 	u.SetManagedFields(nil)
@@ -175,8 +177,22 @@ func TransformApplication(obj any) (any, error) {
 		return nil, fmt.Errorf("transform Application %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	internKeys(u.Object)
+	// Only a frozen Application shares them: a transform of it again returns at once,
+	// and never writes to what other Applications read meanwhile.
+	if metadata, ok := u.Object["metadata"].(map[string]any); ok && isFrozen(u) {
+		for _, key := range []string{"labels", "annotations", "ownerReferences"} {
+			if value := metadata[key]; value != nil {
+				metadata[key] = sharedMetadata.of(value)
+			}
+		}
+	}
 	return u, nil
 }
+
+// sharedMetadata holds once the labels, annotations and owner references that many
+// Applications have alike: an ApplicationSet generates its apps with the same labels
+// and owner, and the same annotations for each cluster.
+var sharedMetadata = &sharedValues[any]{}
 
 // internKeys makes every key of the maps in v, and every string value of at most
 // internedValueLength bytes, the one copy that argoapp.Intern holds: each Application
@@ -287,18 +303,19 @@ var (
 )
 
 // sharedValues holds one copy of each distinct value (by its JSON encoding) of a part
-// that many cached objects repeat whole, up to maxSharedValues of them; the cache never
-// changes a cached object, so they share it. Past the bound, a value is kept as it is.
+// that many cached objects repeat whole; the cache never changes a cached object, so
+// they share it.
 type sharedValues[T any] struct {
 	mu     sync.Mutex
 	values map[string]T
 }
 
-// maxSharedValues bounds each sharedValues: the values it holds stay when no object
-// holds them any more.
-const maxSharedValues = 64
+// maxSharedValues bounds each sharedValues: a value it holds stays when no object holds
+// it any more, until the table is full and starts again empty (the objects keep the
+// copies they hold).
+const maxSharedValues = 4096
 
-// of returns the copy of v held for every object, or v when there is none and no room.
+// of returns the copy of v held for every object: the one held already, or v.
 func (s *sharedValues[T]) of(v T) T {
 	key, err := json.Marshal(v)
 	if err != nil {
@@ -309,12 +326,10 @@ func (s *sharedValues[T]) of(v T) T {
 	if held, ok := s.values[string(key)]; ok {
 		return held
 	}
-	if s.values == nil {
+	if s.values == nil || len(s.values) == maxSharedValues {
 		s.values = map[string]T{}
 	}
-	if len(s.values) < maxSharedValues {
-		s.values[string(key)] = v
-	}
+	s.values[string(key)] = v
 	return v
 }
 

@@ -2,7 +2,9 @@ package hubcache
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -367,5 +369,77 @@ func TestInterningKeepsContent(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(stripped, want) {
 		t.Errorf("the cached work differs:\n%+v\nwant\n%+v", stripped, want)
+	}
+}
+
+// TestTransformApplicationSharesMetadata: Applications with the same labels, annotations
+// or owner references hold one copy of each, others their own; each reads as it was;
+// and a second transform, as an informer's initial list makes, leaves the shared ones as
+// they are (run with -race: it only reads them while other goroutines read them too).
+func TestTransformApplicationSharesMetadata(t *testing.T) {
+	app := func(name, cluster string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": name, "namespace": "argocd",
+				"labels":      map[string]any{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"},
+				"annotations": map[string]any{"apps.open-cluster-management.io/ocm-managed-cluster": cluster, "argocd.argoproj.io/skip-reconcile": "true"},
+				"ownerReferences": []any{map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "guestbook",
+					"uid": "19123a17-d8b6-46e7-abea-85cc93df386e", "controller": true, "blockOwnerDeletion": true}}},
+			"spec": map[string]any{"project": "default"},
+		}}
+		return u
+	}
+	metadata := func(obj any, key string) any {
+		return obj.(*unstructured.Unstructured).Object["metadata"].(map[string]any)[key]
+	}
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	one, _ := TransformApplication(app("guestbook-cluster1-a", "cluster1"))
+	two, _ := TransformApplication(app("guestbook-cluster1-b", "cluster1"))
+	three, _ := TransformApplication(app("guestbook-cluster2", "cluster2"))
+	for _, key := range []string{"labels", "annotations", "ownerReferences"} {
+		if !same(metadata(one, key), metadata(two, key)) {
+			t.Errorf("two Applications hold two copies of the same %s", key)
+		}
+	}
+	if same(metadata(one, "annotations"), metadata(three, "annotations")) {
+		t.Error("an Application holds the annotations of another")
+	}
+	if !same(metadata(one, "labels"), metadata(three, "labels")) {
+		t.Error("two Applications hold two copies of the same labels")
+	}
+	for name, got := range map[string]any{"guestbook-cluster1-b": two, "guestbook-cluster2": three} {
+		cluster := map[string]string{"guestbook-cluster1-b": "cluster1", "guestbook-cluster2": "cluster2"}[name]
+		if thawed := Thawed(got.(*unstructured.Unstructured)); !equality.Semantic.DeepEqual(thawed, app(name, cluster)) {
+			t.Errorf("the cached Application differs:\n%v\nwant\n%v", thawed, app(name, cluster))
+		}
+	}
+
+	// Transformed again, as an informer's initial list does, while other goroutines read
+	// the shared metadata.
+	labels := metadata(one, "labels").(map[string]any)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					for range labels {
+					}
+				}
+			}
+		})
+	}
+	for range 100 {
+		if again, err := TransformApplication(one); err != nil || again != one {
+			t.Fatalf("transformed again: %v, %v", again, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if !same(metadata(one, "labels"), labels) || len(labels) != 1 {
+		t.Errorf("the shared labels changed: %v", labels)
 	}
 }
