@@ -233,8 +233,12 @@ func normalImages(images []string) []string {
 }
 
 // EntrySize is the size of an entry as it counts against SliceTargetBytes and
-// MaxSliceBytes: the length of its JSON encoding.
+// MaxSliceBytes: the length of its JSON encoding; of an entry of the hub's cache, which
+// keeps less of it, the size of the entry as the agent wrote it (its Size).
 func EntrySize(e statusv1alpha1.AppStatus) int {
+	if e.Size > 0 {
+		return e.Size
+	}
 	raw, err := json.Marshal(e)
 	if err != nil {
 		// An AppStatus always encodes; count it as too large if it ever does not.

@@ -302,34 +302,39 @@ var (
 	sharedUpdateStrategies = &sharedValues[*workv1.UpdateStrategy]{}
 )
 
-// sharedValues holds one copy of each distinct value (by its JSON encoding) of a part
-// that many cached objects repeat whole; the cache never changes a cached object, so
-// they share it.
+// sharedValues holds one copy of each distinct value (by the digest of its JSON
+// encoding) of a part that many cached objects repeat whole; the cache never changes a
+// cached object, so they share it. A value of more than maxSharedBytes is not held: one
+// that large (an annotation with a whole manifest in it) seldom repeats.
 type sharedValues[T any] struct {
 	mu     sync.Mutex
-	values map[string]T
+	values map[[sha256.Size]byte]T
 }
 
-// maxSharedValues bounds each sharedValues: a value it holds stays when no object holds
-// it any more, until the table is full and starts again empty (the objects keep the
-// copies they hold).
-const maxSharedValues = 4096
+// Bounds of each sharedValues. A value it holds stays when no object holds it any more,
+// until the table is full and starts again empty (the objects keep the copies they
+// hold): at most maxSharedValues values of maxSharedBytes each.
+const (
+	maxSharedValues = 4096
+	maxSharedBytes  = 512
+)
 
 // of returns the copy of v held for every object: the one held already, or v.
 func (s *sharedValues[T]) of(v T) T {
-	key, err := json.Marshal(v)
-	if err != nil {
+	encoded, err := json.Marshal(v)
+	if err != nil || len(encoded) > maxSharedBytes {
 		return v
 	}
+	key := sha256.Sum256(encoded)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if held, ok := s.values[string(key)]; ok {
+	if held, ok := s.values[key]; ok {
 		return held
 	}
 	if s.values == nil || len(s.values) == maxSharedValues {
-		s.values = map[string]T{}
+		s.values = map[[sha256.Size]byte]T{}
 	}
-	s.values[string(key)] = v
+	s.values[key] = v
 	return v
 }
 
@@ -409,8 +414,8 @@ func stripSlice(obj any) (any, error) {
 		if app.Digest != "" {
 			continue
 		}
-		_, digest := clusterreport.EntryDigest(*app)
-		app.Digest = string(digest[:])
+		size, digest := clusterreport.EntryDigest(*app)
+		app.Digest, app.Size = string(digest[:]), size
 		app.Nodes = nil
 		app.PackedResources = PackResources(app.Resources)
 		app.Resources = nil

@@ -2,10 +2,13 @@ package hubcache
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -167,7 +170,7 @@ func TestFrozenApplication(t *testing.T) {
 func TestStripSlice(t *testing.T) {
 	healthy := func() *statusv1alpha1.Health { return &statusv1alpha1.Health{Status: "Healthy"} }
 	slice := &statusv1alpha1.ApplicationStatusSlice{Apps: []statusv1alpha1.AppStatus{{
-		Namespace: "argocd", Name: "web",
+		Namespace: "argocd", Name: "web", ObservedAt: metav1.NewTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)),
 		Resources: []statusv1alpha1.ResourceStatus{
 			{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web", Status: "Synced", Health: healthy(), Images: []string{"web:1"}},
 			{Version: "v1", Kind: "Service", Namespace: "web", Name: "web", Status: "Synced", Health: healthy()},
@@ -194,6 +197,9 @@ func TestStripSlice(t *testing.T) {
 	_, digest := clusterreport.EntryDigest(want.Apps[0])
 	if got.Digest != string(digest[:]) {
 		t.Error("the digest is not that of the entry as the agent wrote it")
+	}
+	if size, written := clusterreport.EntrySize(got), clusterreport.EntrySize(want.Apps[0]); size != written {
+		t.Errorf("the cached entry counts %d bytes against the slice's bound; as the agent wrote it, %d", size, written)
 	}
 	// Transformed again, as an informer's initial list does: the same.
 	again, err := stripSlice(obj.(*statusv1alpha1.ApplicationStatusSlice).DeepCopy())
@@ -441,5 +447,45 @@ func TestTransformApplicationSharesMetadata(t *testing.T) {
 	wg.Wait()
 	if !same(metadata(one, "labels"), labels) || len(labels) != 1 {
 		t.Errorf("the shared labels changed: %v", labels)
+	}
+}
+
+// TestStrippedSliceTooLarge: the hub rejects a slice whose apps, as the agent wrote
+// them, exceed clusterreport.MaxSliceBytes, although the cache keeps less of them.
+func TestStrippedSliceTooLarge(t *testing.T) {
+	app := statusv1alpha1.AppStatus{Namespace: "argocd", Name: "huge", ObservedAt: metav1.NewTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC))}
+	// About 150 bytes each: past the bound in 8,000.
+	for i := range 8000 {
+		app.Resources = append(app.Resources, statusv1alpha1.ResourceStatus{Version: "v1", Kind: "ConfigMap", Namespace: "huge",
+			Name: fmt.Sprintf("config-%06d", i), Status: "Synced", Images: []string{"registry.example.com/team/app:1.0.0"}})
+	}
+	if clusterreport.EntrySize(app) <= clusterreport.MaxSliceBytes {
+		t.Fatalf("the app takes %d bytes, not more than %d", clusterreport.EntrySize(app), clusterreport.MaxSliceBytes)
+	}
+	slice := &statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: []statusv1alpha1.AppStatus{app}}
+	slice.Name = "argocd-pull-0"
+	stripped, err := stripSlice(slice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped.(*statusv1alpha1.ApplicationStatusSlice)}); !errors.Is(err, clusterreport.ErrTooLarge) {
+		t.Errorf("a cached slice too large as the agent wrote it: %v, want %v", err, clusterreport.ErrTooLarge)
+	}
+}
+
+// TestSharedValuesSkipLargeOnes: a value past maxSharedBytes is not held, so two
+// objects with the same large value keep copies of their own.
+func TestSharedValuesSkipLargeOnes(t *testing.T) {
+	s := &sharedValues[map[string]any]{}
+	large := func() map[string]any {
+		return map[string]any{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", maxSharedBytes)}
+	}
+	small := func() map[string]any { return map[string]any{"team": "payments"} }
+	same := func(a, b map[string]any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	if a, b := s.of(large()), s.of(large()); same(a, b) {
+		t.Error("a large value is held")
+	}
+	if a, b := s.of(small()), s.of(small()); !same(a, b) {
+		t.Error("a small value is not held")
 	}
 }

@@ -203,10 +203,11 @@ func shortened(messages bool) string {
 // ChangedApps returns the apps whose status differs between two versions of a slice
 // (nil for none): the old version of a removed or changed one, the new version of an
 // added or changed one. A controller enqueues the hub Applications of these. A change of
-// an app's tree alone (its Digest) is no change of its status.
+// an app's tree alone (its Digest, and its Size) is no change of its status.
 func ChangedApps(old, new *statusv1alpha1.ApplicationStatusSlice) []clusterreport.App {
 	return changedApps(old, new, func(a, b statusv1alpha1.AppStatus) bool {
 		a.Digest, b.Digest = "", ""
+		a.Size, b.Size = 0, 0
 		return equality.Semantic.DeepEqual(a, b)
 	})
 }

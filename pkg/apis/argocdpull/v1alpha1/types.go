@@ -124,6 +124,11 @@ type AppStatus struct {
 	// drops the tree's nodes and the resources' images, so that a change of those is
 	// still seen.
 	Digest string `json:"-"`
+	// Size is not part of the API and never serialized: the hub's cache sets it to the
+	// clusterreport.EntrySize of the entry as the agent wrote it, which EntrySize returns
+	// for the entry the cache keeps, so that the hub checks a slice's size as the agent
+	// wrote it.
+	Size int `json:"-"`
 	// PackedResources is not part of the API and never serialized: the hub's cache holds
 	// the entry's Resources here, packed (hubcache.PackResources), and Resources empty.
 	PackedResources string `json:"-"`
