@@ -481,7 +481,9 @@ func TestSharedValuesSkipLargeOnes(t *testing.T) {
 		return map[string]any{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", maxSharedBytes)}
 	}
 	small := func() map[string]any { return map[string]any{"team": "payments"} }
-	same := func(a, b map[string]any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	same := func(a, b map[string]any) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
 	if a, b := s.of(large()), s.of(large()); same(a, b) {
 		t.Error("a large value is held")
 	}
