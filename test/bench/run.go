@@ -105,6 +105,9 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	if r.ManagerPeakRSS, err = manager.PeakRSS(); err != nil {
 		return r, err
 	}
+	if r.ManagerFileRSS, err = manager.FileRSS(); err != nil {
+		return r, err
+	}
 	r.ManagerPeakAt = peak.Stop().Round(time.Second)
 	if err := saveHeapProfile(ctx, manager.PprofAddr, filepath.Join(dir, "manager-heap.pb.gz")); err != nil {
 		return r, err

@@ -16,12 +16,14 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -238,6 +240,33 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestManagerRuntimeEnvironment checks that the chart's manager runs with GOMEMLIMIT at
+// its memory limit and the GOGC of values goGC, and that test/sim starts the manager of
+// the benchmarks and the fault suite with the same environment.
+func TestManagerRuntimeEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want []string
+	}{
+		{nil, sim.ManagerEnv()},
+		{[]string{"goGC=100", "resources.limits.memory=1Gi"}, []string{"GOMEMLIMIT=1073741824", "GOGC=100"}},
+	} {
+		deploy := convert[appsv1.Deployment](t, one(t, render(t, tc.set...), "Deployment", namespace+"/"+managerName))
+		container := deploy.Spec.Template.Spec.Containers[0]
+		var env []string
+		for _, e := range container.Env {
+			value, err := fleet.ContainerEnvValue(container, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env = append(env, e.Name+"="+value)
+		}
+		if !slices.Equal(env, tc.want) {
+			t.Errorf("with %v the manager's environment is %v, want %v", tc.set, env, tc.want)
+		}
+	}
+}
+
 func TestNonDefaultValues(t *testing.T) {
 	objs := render(t,
 		"image.repository=registry.example.com/gitops/pull", "image.tag=v1.2.3", "replicas=2",
@@ -450,6 +479,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"replicas=-1", "at '/replicas': minimum: got -1, want 0"},
 		{"installStrategy.type=Auto", "at '/installStrategy/type': value must be one of 'Manual', 'Placements'"},
 		{"manager.concurrency=0", "at '/manager/concurrency': minimum: got 0, want 1"},
+		{"goGC=5", "at '/goGC': minimum: got 5, want 10"},
+		{"goGC=off", "at '/goGC'"},
 		{"manager.reportBudgetBytes=1000", "at '/manager/reportBudgetBytes': minimum: got 1,000, want 65,536"},
 		{"manager.reportBudgetBytes=1Mi", "at '/manager/reportBudgetBytes'"},
 		{"manager.addonName=Argo_Pull", "at '/manager/addonName': 'Argo_Pull' does not match pattern"},

@@ -218,13 +218,13 @@ func TestEnvValueResolvesResourceFieldRef(t *testing.T) {
 		{corev1.EnvVar{Name: "MIB", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}}, "512"},
 		{corev1.EnvVar{Name: "NOLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}}, ""},
 	} {
-		got, err := envValue(c, tc.env)
+		got, err := ContainerEnvValue(c, tc.env)
 		if err != nil || got != tc.want {
-			t.Errorf("envValue(%s) = %q, %v; want %q", tc.env.Name, got, err, tc.want)
+			t.Errorf("ContainerEnvValue(%s) = %q, %v; want %q", tc.env.Name, got, err, tc.want)
 		}
 	}
-	if _, err := envValue(c, corev1.EnvVar{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}); err == nil {
-		t.Error("envValue accepted a secretKeyRef the fleet cannot resolve")
+	if _, err := ContainerEnvValue(c, corev1.EnvVar{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}); err == nil {
+		t.Error("ContainerEnvValue accepted a secretKeyRef the fleet cannot resolve")
 	}
 }
 

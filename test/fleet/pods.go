@@ -191,7 +191,7 @@ func (r *podRunner) startPod(ctx context.Context, namespace, name string, pc *po
 	}
 	env := []string{"KUBECONFIG=" + kubeconfig, "POD_NAMESPACE=" + namespace, "POD_NAME=" + name + "-fleet"}
 	for _, e := range c.Env {
-		value, err := envValue(c, e)
+		value, err := ContainerEnvValue(c, e)
 		if err != nil {
 			return nil, fmt.Errorf("pod of %s/%s: %w", namespace, name, err)
 		}
@@ -328,10 +328,10 @@ func (r *podRunner) stopAll() {
 	}
 }
 
-// envValue resolves an environment variable of a container as the kubelet does: its
-// value, or a resource of the container through the downward API (in units of the
-// divisor, rounded up). Other sources are not supported by the fleet.
-func envValue(c corev1.Container, e corev1.EnvVar) (string, error) {
+// ContainerEnvValue resolves an environment variable of a container as the kubelet
+// does: its value, or a resource of the container through the downward API (in units of
+// the divisor, rounded up). Other sources are not supported by the fleet.
+func ContainerEnvValue(c corev1.Container, e corev1.EnvVar) (string, error) {
 	if e.ValueFrom == nil {
 		return e.Value, nil
 	}

@@ -86,6 +86,11 @@ func (p *Process) Stop(grace time.Duration) {
 // PeakRSS returns the peak resident set size of the running process (VmHWM), in bytes.
 func (p *Process) PeakRSS() (int64, error) { return procStatusBytes(p.Pid(), "VmHWM:") }
 
+// FileRSS returns the part of the resident set of the running process that maps files
+// (RssFile): the pages of its binary that it has touched, which the kernel may drop and
+// read again; the rest is its memory.
+func (p *Process) FileRSS() (int64, error) { return procStatusBytes(p.Pid(), "RssFile:") }
+
 // RSS returns the resident set size of the running process (VmRSS), in bytes.
 func (p *Process) RSS() (int64, error) { return procStatusBytes(p.Pid(), "VmRSS:") }
 
@@ -112,8 +117,18 @@ func procStatusBytes(pid int, field string) (int64, error) {
 }
 
 // ManagerMemoryLimit is the chart's default memory limit of the manager (512Mi), which
-// the chart's Deployment passes to the Go runtime as GOMEMLIMIT; StartManager does too.
-const ManagerMemoryLimit = 512 << 20
+// the chart's Deployment passes to the Go runtime as GOMEMLIMIT, and ManagerGOGC the GOGC
+// it sets (values goGC); StartManager sets both, as the chart does (test/chart checks
+// that they are the chart's).
+const (
+	ManagerMemoryLimit = 512 << 20
+	ManagerGOGC        = 50
+)
+
+// ManagerEnv is the manager's Go runtime environment as the chart's Deployment sets it.
+func ManagerEnv() []string {
+	return []string{"GOMEMLIMIT=" + strconv.Itoa(ManagerMemoryLimit), "GOGC=" + strconv.Itoa(ManagerGOGC)}
+}
 
 // Manager is the addon-manager running as a process.
 type Manager struct {
@@ -140,7 +155,7 @@ func StartManager(ctx context.Context, dir, binary, kubeconfig string, args ...s
 		"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + m.MetricsAddr, "--metrics-secure=false",
 		"--pprof-bind-address=" + m.PprofAddr,
 	}, args...)
-	if m.Process, err = StartProcess(dir, "manager", binary, flags, []string{"GOMEMLIMIT=" + strconv.Itoa(ManagerMemoryLimit)}); err != nil {
+	if m.Process, err = StartProcess(dir, "manager", binary, flags, ManagerEnv()); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, m.Process, "http://"+probe+"/readyz"); err != nil {

@@ -30,6 +30,7 @@ import (
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workinformersv1 "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // frameworkResync is the resync period of the framework's informers, as its own Start
@@ -79,11 +80,17 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 			}},
 		})
 	}
-	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kube, frameworkResync, kubeinformers.WithTweakListOptions(ofAddons))
+	// No informer keeps managed fields, which no controller of the framework (v1.3.0)
+	// reads: they are a third or more of a ManagedCluster or a ManagedClusterAddOn that
+	// several managers write (every addon's, on an ACM hub), and an update of an object
+	// without them keeps the stored ones.
+	stripManagedFields := crcache.TransformStripManagedFields()
+	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kube, frameworkResync,
+		kubeinformers.WithTweakListOptions(ofAddons), kubeinformers.WithTransform(stripManagedFields))
 	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync,
 		workinformers.WithTweakListOptions(ofAddons), workinformers.WithTransform(stripAgentWork))
-	addonInformers := addoninformers.NewSharedInformerFactory(addons, frameworkResync)
-	clusterInformers := clusterinformers.NewSharedInformerFactory(clusters, frameworkResync)
+	addonInformers := addoninformers.NewSharedInformerFactoryWithOptions(addons, frameworkResync, addoninformers.WithTransform(stripManagedFields))
+	clusterInformers := clusterinformers.NewSharedInformerFactoryWithOptions(clusters, frameworkResync, clusterinformers.WithTransform(stripManagedFields))
 	dynamicInformers := dynamicinformer.NewDynamicSharedInformerFactory(dyn, frameworkResync)
 
 	manifestWorks := workInformers.Work().V1().ManifestWorks()
