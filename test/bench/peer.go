@@ -146,8 +146,8 @@ func startCache(ctx context.Context, hub *sim.Hub) (crcache.Cache, error) {
 }
 
 // startProjectManager starts this project's manager as the bench runs it (run): as an
-// administrator, leader election on, GOMEMLIMIT as the chart sets it, the hub Argo CD's
-// Redis a miniredis; and waits until it is ready and its addon framework has deployed the
+// administrator, leader election on, GOGC and GOMEMLIMIT as the chart sets them, the
+// hub Argo CD's Redis a miniredis; and waits until it is ready and its addon framework has deployed the
 // agent to every cluster, as it would have long before the first Application.
 func startProjectManager(ctx context.Context, hub *sim.Hub, binary string, works client.Reader, clusters int) (*startedManager, error) {
 	hubRedis, err := miniredis.Run()
@@ -334,8 +334,8 @@ named and holds) and no work is orphaned.
   not enforced here. Before the Applications are created, it has written the Argo CD cluster
   Secret of every cluster (its ManagedCluster controller), which is not counted.
 - **this project**: cmd/manager built from the working tree, run as test/bench runs it: as an
-  administrator, leader election on, GOMEMLIMIT at the chart's memory limit (512 MiB), the hub
-  Argo CD's Redis a miniredis. Before the Applications are created, its addon framework has
+  administrator, leader election on, GOGC and GOMEMLIMIT (at its memory limit) as the
+  chart's Deployment sets them, the hub Argo CD's Redis a miniredis. Before the Applications are created, its addon framework has
   deployed the agent to every cluster (a ManifestWork each), which is not counted.
 
 ## How each figure is taken
