@@ -147,8 +147,9 @@ func startCache(ctx context.Context, hub *sim.Hub) (crcache.Cache, error) {
 
 // startProjectManager starts this project's manager as the bench runs it (run): as an
 // administrator, leader election on, GOGC and GOMEMLIMIT as the chart sets them, the
-// hub Argo CD's Redis a miniredis; and waits until it is ready and its addon framework has deployed the
-// agent to every cluster, as it would have long before the first Application.
+// hub Argo CD's Redis a miniredis; and waits until it is ready and its addon framework
+// has deployed the agent to every cluster, as it would have long before the first
+// Application.
 func startProjectManager(ctx context.Context, hub *sim.Hub, binary string, works client.Reader, clusters int) (*startedManager, error) {
 	hubRedis, err := miniredis.Run()
 	if err != nil {
@@ -335,8 +336,9 @@ named and holds) and no work is orphaned.
   Secret of every cluster (its ManagedCluster controller), which is not counted.
 - **this project**: cmd/manager built from the working tree, run as test/bench runs it: as an
   administrator, leader election on, GOGC and GOMEMLIMIT (at its memory limit) as the
-  chart's Deployment sets them, the hub Argo CD's Redis a miniredis. Before the Applications are created, its addon framework has
-  deployed the agent to every cluster (a ManifestWork each), which is not counted.
+  chart's Deployment sets them, the hub Argo CD's Redis a miniredis. Before the
+  Applications are created, its addon framework has deployed the agent to every cluster
+  (a ManifestWork each), which is not counted.
 
 ## How each figure is taken
 

@@ -17,11 +17,15 @@ import (
 
 // shortLease is the leader election of the managers of the kill test: a SIGKILLed
 // leader does not release its Lease, and a new process takes over LeaseDuration after
-// it first sees the Lease, about 2 s here instead of 137 s.
+// it first sees the Lease, about 5 s here instead of 137 s. A leader that cannot renew
+// within the renew deadline exits; each renewal request may take half of it, at least
+// 1 s (controller-runtime). With a deadline of 1.5 s (requests of 1 s), a hub apiserver
+// saturated by make test's two lanes made the leaders exit every few seconds, and the
+// status never settled.
 var shortLease = []string{
-	"--leader-election-lease-duration=2s",
-	"--leader-election-renew-deadline=1500ms",
-	"--leader-election-retry-period=250ms",
+	"--leader-election-lease-duration=5s",
+	"--leader-election-renew-deadline=4s",
+	"--leader-election-retry-period=500ms",
 }
 
 // leaseName is the manager's leader election Lease.
