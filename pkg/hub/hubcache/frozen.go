@@ -115,15 +115,17 @@ func MayHold(app *unstructured.Unstructured, field, text string) bool {
 	return !ok || !frozen(field) || strings.Contains(frozenText, text)
 }
 
-// KeepFrozen is a List option of NewClient's client: the Applications listed stay as
-// the cache holds them, for a reader of their metadata alone, which reads a field
+// KeepFrozen is a Get and List option of NewClient's client: the Applications read stay
+// as the cache holds them, for a reader of their metadata alone, which reads a field
 // through Thawed (or after MayHold). A thaw of a thousand Applications took a sixth of
 // the ApplicationSet report's time.
-var KeepFrozen client.ListOption = keepFrozen{}
+var KeepFrozen = keepFrozen{}
 
 type keepFrozen struct{}
 
 func (keepFrozen) ApplyToList(*client.ListOptions) {}
+
+func (keepFrozen) ApplyToGet(*client.GetOptions) {}
 
 // thawingReads is a client whose reads of Applications thaw what the cache holds.
 type thawingReads struct {
@@ -134,7 +136,8 @@ func (c *thawingReads) Get(ctx context.Context, key client.ObjectKey, obj client
 	if err := c.WithWatch.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	if app, ok := obj.(*unstructured.Unstructured); ok && app.GetKind() == argoapp.KindApplication {
+	if app, ok := obj.(*unstructured.Unstructured); ok && app.GetKind() == argoapp.KindApplication &&
+		!slices.Contains(opts, client.GetOption(KeepFrozen)) {
 		return thaw(app)
 	}
 	return nil
@@ -145,7 +148,7 @@ func (c *thawingReads) List(ctx context.Context, list client.ObjectList, opts ..
 		return err
 	}
 	items, ok := list.(*unstructured.UnstructuredList)
-	if !ok || slices.Contains(opts, KeepFrozen) {
+	if !ok || slices.Contains(opts, client.ListOption(KeepFrozen)) {
 		return nil
 	}
 	for i := range items.Items {

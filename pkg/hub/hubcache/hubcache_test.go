@@ -148,6 +148,14 @@ func TestFrozenApplication(t *testing.T) {
 	if len(list.Items) != 1 || !isFrozen(&list.Items[0]) {
 		t.Errorf("List with KeepFrozen gave %v", list.Items)
 	}
+	keptFrozen := &unstructured.Unstructured{}
+	keptFrozen.SetGroupVersionKind(cached.GroupVersionKind())
+	if err := reader.Get(t.Context(), client.ObjectKey{Namespace: "argocd", Name: "web"}, keptFrozen, KeepFrozen); err != nil {
+		t.Fatal(err)
+	}
+	if !isFrozen(keptFrozen) || keptFrozen.GetName() != "web" {
+		t.Errorf("Get with KeepFrozen gave %v", keptFrozen.Object)
+	}
 
 	// MayHold says no only when a frozen field lacks the text.
 	if !MayHold(cached, "status", "Healthy") || MayHold(cached, "status", "OCMPropagationError") {

@@ -755,8 +755,12 @@ func TestEnvtestSweepFindsLeftovers(t *testing.T) {
 	f.Create(f.Application("current", cluster))
 	current := f.WaitForWork("current", cluster)
 
-	// A reconciler that runs no controller, so that the leftovers stay for the sweep.
-	r := &reconciler{client: f.C, apiReader: f.C, opts: f.opts}
+	// A reconciler that runs no controller, so that the leftovers stay for the sweep. It
+	// reads as the manager's does, from the cache, which keeps the Application frozen.
+	r := &reconciler{client: f.cached, apiReader: f.C, opts: f.opts}
+	g.Eventually(func() error {
+		return f.cached.Get(f.Ctx, client.ObjectKeyFromObject(current), &workv1.ManifestWork{})
+	}).Should(gomega.Succeed(), "the cache has the work")
 	g.Expect(r.leftoverWorks(f.Ctx)).To(gomega.BeEmpty(), "the current work is no leftover: %s", current.Name)
 
 	// Works the sweep must report, in a namespace the manager does not watch: one of an

@@ -41,6 +41,8 @@ type fixture struct {
 	id string
 	// writes counts the controllers' writes.
 	writes *testenv.WriteLog
+	// cached is the controllers' own client, which reads the manager's cache.
+	cached client.Client
 }
 
 // sub returns the fixture for a subtest of its test: the same manager and names,
@@ -81,6 +83,7 @@ func newFixture(t *testing.T, adjust func(*Options)) *fixture {
 	f.CreateNamespace(f.opts.ArgoCDNamespace)
 	scope := hubcache.Scope{AddonName: f.opts.AddonName, ArgoCDNamespace: f.opts.ArgoCDNamespace, WatchNamespaces: f.opts.WatchNamespaces}
 	testenv.StartManager(t, env, scope, f.writes, func(mgr ctrl.Manager, c client.Client) error {
+		f.cached = c
 		return Setup(mgr, c, f.opts)
 	})
 	return f

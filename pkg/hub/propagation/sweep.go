@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // sweeper runs leftoverWorks every interval, and hands the Applications it finds to the
@@ -55,8 +56,11 @@ func (s *sweeper) NeedLeaderElection() bool { return true }
 // (another cluster, or an earlier UID). It logs each one.
 func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 	log := ctrl.LoggerFrom(ctx)
+	// The sweep reads the cache's own works and Applications, and only their metadata: a
+	// deep copy of every work and a thaw of every Application at 10,000 apps made it the
+	// manager's highest heap, every ten minutes (docs/design.md, 8a.7).
 	works := &workv1.ManifestWorkList{}
-	if err := r.client.List(ctx, works, client.HasLabels{argoapp.LabelPullToOCMManagedCluster}); err != nil {
+	if err := r.client.List(ctx, works, client.HasLabels{argoapp.LabelPullToOCMManagedCluster}, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list the pulled ManifestWorks")
 		return nil
 	}
@@ -76,7 +80,7 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 			continue // another install's work
 		}
 		app := argoapp.NewApplication()
-		err := r.client.Get(ctx, key, app)
+		err := r.client.Get(ctx, key, app, client.UnsafeDisableDeepCopy, hubcache.KeepFrozen)
 		switch {
 		case apierrors.IsNotFound(err):
 			log.Info("found a leftover ManifestWork: its hub application is gone", "work", client.ObjectKeyFromObject(work), "application", key)
