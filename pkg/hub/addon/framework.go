@@ -2,6 +2,7 @@ package addon
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
+	"open-cluster-management.io/addon-framework/pkg/addonmanager/constants"
 	"open-cluster-management.io/addon-framework/pkg/index"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
@@ -31,6 +33,8 @@ import (
 	workinformersv1 "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // frameworkResync is the resync period of the framework's informers, as its own Start
@@ -131,20 +135,38 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 }
 
 // stripAgentWork is the transform of the framework's informer of the addons'
-// ManifestWorks: it drops their managed fields and the work agent's conditions of each
-// manifest, about a third of such a work in memory. The framework's controllers (v1.3.0)
-// read of a work its metadata and spec (the work applier of sdk-go compares and patches
-// them), the work's own conditions, and of each manifest its identity and status
-// feedback (agentdeploy's health check and hook status, FindManifestValue); they write
-// no work's status.
+// ManifestWorks: it drops their managed fields, the work agent's conditions of each
+// manifest, and the status of each manifest without status feedback, and shares the
+// manifests that every cluster's work holds alike (hubcache.SharedManifest): of a work of
+// 12 manifests, 10 KB in memory before, 4 KB after. The framework's controllers (v1.3.0)
+// read of a work its metadata and spec (the work applier of sdk-go compares a deep copy
+// and patches them), the work's own conditions, and of each manifest its identity and
+// status feedback: agentdeploy's health check (findResultsByIdentifier) skips a manifest
+// without feedback, and reads only the deploy works (DeployWorkNamePrefix); every other
+// work keeps the status of each manifest (FindManifestValue reads the hook work's, and
+// stops at the first manifest without feedback). They write no work's status.
 func stripAgentWork(obj any) (any, error) {
-	if w, ok := obj.(*workv1.ManifestWork); ok {
-		w.ManagedFields = nil
-		for i := range w.Status.ResourceStatus.Manifests {
-			w.Status.ResourceStatus.Manifests[i].Conditions = nil
+	w, ok := obj.(*workv1.ManifestWork)
+	if !ok {
+		return obj, nil
+	}
+	w.ManagedFields = nil
+	deploy := strings.HasPrefix(w.Name, constants.DeployWorkNamePrefix(w.Labels[addonv1beta1.AddonLabelKey]))
+	manifests := w.Status.ResourceStatus.Manifests[:0]
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if len(m.StatusFeedbacks.Values) == 0 && deploy {
+			continue
+		}
+		m.Conditions = nil
+		manifests = append(manifests, m)
+	}
+	w.Status.ResourceStatus.Manifests = manifests
+	for i := range w.Spec.Workload.Manifests {
+		if raw := w.Spec.Workload.Manifests[i].Raw; raw != nil {
+			w.Spec.Workload.Manifests[i].Raw = hubcache.SharedManifest(raw)
 		}
 	}
-	return obj, nil
+	return w, nil
 }
 
 // withoutTombstones is a shared informer whose event handlers never get a

@@ -95,29 +95,55 @@ func TestWithoutTombstonesHandsTheLastKnownObject(t *testing.T) {
 
 // TestStripAgentWork: the framework's cache keeps of an addon's work what its
 // controllers read (the spec, the work's conditions, each manifest's identity and status
-// feedback), without managed fields and the conditions of each manifest.
+// feedback), without managed fields and the conditions of each manifest; of a deploy
+// work, only the manifests with feedback, which its health check reads; of any other
+// (the pre-delete hook's), every manifest, which FindManifestValue walks. The manifests
+// that two clusters' works hold alike are one copy.
 func TestStripAgentWork(t *testing.T) {
 	feedback := workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{{Name: "ReadyReplicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: ptr.To[int64](1)}}}}
 	meta := workv1.ManifestResourceMeta{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "agent", Name: "agent"}
-	work := &workv1.ManifestWork{
-		ObjectMeta: metav1.ObjectMeta{Name: "addon-argocd-pull-deploy-0", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "work-agent"}}},
-		Spec:       workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(`{"kind":"Deployment"}`)}}}}},
-		Status: workv1.ManifestWorkStatus{
-			Conditions: []metav1.Condition{{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue}},
-			ResourceStatus: workv1.ManifestResourceStatus{Manifests: []workv1.ManifestCondition{{
-				ResourceMeta: meta, StatusFeedbacks: feedback,
-				Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue}},
+	role := workv1.ManifestResourceMeta{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role", Resource: "roles", Namespace: "agent", Name: "agent"}
+	applied := []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue}}
+	work := func(name string) *workv1.ManifestWork {
+		return &workv1.ManifestWork{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{addonv1beta1.AddonLabelKey: "argocd-pull"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "work-agent"}}},
+			Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{
+				{RawExtension: runtime.RawExtension{Raw: []byte(`{"kind":"Deployment"}`)}},
+				{RawExtension: runtime.RawExtension{Raw: []byte(`{"kind":"Role"}`)}},
 			}}},
-		},
+			Status: workv1.ManifestWorkStatus{
+				Conditions: []metav1.Condition{{Type: workv1.WorkAvailable, Status: metav1.ConditionTrue}},
+				ResourceStatus: workv1.ManifestResourceStatus{Manifests: []workv1.ManifestCondition{
+					{ResourceMeta: role, Conditions: applied},
+					{ResourceMeta: meta, StatusFeedbacks: feedback, Conditions: applied},
+				}},
+			},
+		}
 	}
-	want := work.DeepCopy()
-	want.ManagedFields = nil
-	want.Status.ResourceStatus.Manifests[0].Conditions = nil
-	got, err := stripAgentWork(work)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		keep []workv1.ManifestCondition
+	}{
+		{"addon-argocd-pull-deploy-0", []workv1.ManifestCondition{{ResourceMeta: meta, StatusFeedbacks: feedback}}},
+		{"addon-argocd-pull-pre-delete", []workv1.ManifestCondition{{ResourceMeta: role}, {ResourceMeta: meta, StatusFeedbacks: feedback}}},
+	} {
+		want := work(tc.name)
+		want.ManagedFields = nil
+		want.Status.ResourceStatus.Manifests = tc.keep
+		got, err := stripAgentWork(work(tc.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("%s stripped:\n%+v\nwant\n%+v", tc.name, got, want)
+		}
 	}
-	if !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("stripped:\n%+v\nwant\n%+v", got, want)
+
+	first, _ := stripAgentWork(work("addon-argocd-pull-deploy-0"))
+	second, _ := stripAgentWork(work("addon-argocd-pull-deploy-0"))
+	a, b := first.(*workv1.ManifestWork).Spec.Workload.Manifests[1].Raw, second.(*workv1.ManifestWork).Spec.Workload.Manifests[1].Raw
+	if &a[0] != &b[0] {
+		t.Error("two works' equal manifests are two copies")
 	}
 }

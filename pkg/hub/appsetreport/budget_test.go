@@ -1,7 +1,6 @@
 package appsetreport
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -105,11 +104,7 @@ func renderForBudget(t testing.TB, apps []ClusterApp, bytes int64) (appsv1alpha1
 func reportBytes(t testing.TB, statuses appsv1alpha1.AppConditions) int {
 	t.Helper()
 	appSet := testAppSet()
-	obj, err := reportObject(types.NamespacedName{Namespace: appSet.GetNamespace(), Name: appSet.GetName()}, appSet, statuses)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(obj)
+	data, err := reportApplyBody(types.NamespacedName{Namespace: appSet.GetNamespace(), Name: appSet.GetName()}, appSet, statuses)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -304,12 +303,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
 	// whatever else is on the report (labels, annotations of other writers) stays.
-	desired, err := reportApplyConfiguration(req.NamespacedName, appSet, statuses)
+	body, err := reportApplyBody(req.NamespacedName, appSet, statuses)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	desired := &appsv1alpha1.MulticlusterApplicationSetReport{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
 	start := time.Now()
-	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership, hubcache.MetadataAnswer); err != nil {
+	if err := r.client.Patch(ctx, desired, client.RawPatch(types.ApplyPatchType, body),
+		client.FieldOwner(FieldManager), client.ForceOwnership, hubcache.MetadataAnswer); err != nil {
 		r.served.forget() // the CRD may have changed
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
@@ -360,58 +361,60 @@ func (r *reconciler) recordTruncation(ctx context.Context, key types.NamespacedN
 	}
 }
 
-// reportUpToDate reports whether the report already holds statuses, its ApplicationSet
-// label and its owner.
+// reportUpToDate reports whether the report already holds statuses (the cache holds
+// their digest: hubcache.SameReportStatuses), its ApplicationSet label and its owner.
 func reportUpToDate(current *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) bool {
-	have, want := current.Statuses, statuses
-	have.LastUpdateTime, want.LastUpdateTime = nil, nil
-	return equality.Semantic.DeepEqual(have, want) &&
+	return hubcache.SameReportStatuses(current, statuses) &&
 		current.Labels[appsv1alpha1.LabelHostingApplicationSet] == HostingApplicationSetLabelValue(appSet.GetNamespace(), appSet.GetName()) &&
 		isOwnedBy(current, appSet)
 }
 
-// reportApplyConfiguration is the report of the ApplicationSet key with statuses, as
-// the fields this controller applies: its label, its owner and the statuses.
-func reportApplyConfiguration(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) (runtime.ApplyConfiguration, error) {
-	obj, err := reportObject(key, appSet, statuses)
+// reportApply is a report as this controller applies it: the fields it owns, and no
+// creationTimestamp (which a typed ObjectMeta encodes as null).
+type reportApply struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        reportApplyMetadata        `json:"metadata"`
+	Statuses        appsv1alpha1.AppConditions `json:"statuses"`
+}
+
+type reportApplyMetadata struct {
+	Name            string                  `json:"name"`
+	Namespace       string                  `json:"namespace"`
+	Labels          map[string]string       `json:"labels"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+}
+
+// reportApplyBody is the apply request of the report of the ApplicationSet key with
+// statuses: its label, its owner and the statuses, encoded from the typed report (a
+// report of a thousand clusters is up to a megabyte, several times that as an
+// unstructured object).
+func reportApplyBody(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) ([]byte, error) {
+	report := &appsv1alpha1.MulticlusterApplicationSetReport{}
+	setOwner(report, appSet)
+	data, err := json.Marshal(reportApply{
+		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
+		Metadata: reportApplyMetadata{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels:          map[string]string{appsv1alpha1.LabelHostingApplicationSet: HostingApplicationSetLabelValue(key.Namespace, key.Name)},
+			OwnerReferences: report.OwnerReferences,
+		},
+		Statuses: statuses,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode report %s: %w", key, err)
 	}
-	return client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: obj}), nil
+	return data, nil
 }
 
 // reportEnvelopeBytes is what the report of the ApplicationSet key takes as applied
 // besides its statuses (apiVersion, kind, name, namespace, label and owner), plus
 // MetadataReserveBytes for what the apiserver adds.
 func reportEnvelopeBytes(key types.NamespacedName, appSet *unstructured.Unstructured) (int, error) {
-	obj, err := reportObject(key, appSet, appsv1alpha1.AppConditions{})
+	data, err := reportApplyBody(key, appSet, appsv1alpha1.AppConditions{})
 	if err != nil {
 		return 0, err
 	}
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return 0, fmt.Errorf("encode report %s: %w", key, err)
-	}
 	return len(data) - statusesBytes(appsv1alpha1.AppConditions{}) + MetadataReserveBytes, nil
-}
-
-// reportObject is the content of reportApplyConfiguration.
-func reportObject(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) (map[string]any, error) {
-	report := &appsv1alpha1.MulticlusterApplicationSetReport{
-		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: key.Name, Namespace: key.Namespace,
-			Labels: map[string]string{appsv1alpha1.LabelHostingApplicationSet: HostingApplicationSetLabelValue(key.Namespace, key.Name)},
-		},
-		Statuses: statuses,
-	}
-	setOwner(report, appSet)
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(report)
-	if err != nil {
-		return nil, fmt.Errorf("encode report %s: %w", key, err)
-	}
-	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
-	return obj, nil
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -88,6 +89,10 @@ func NewScheme() (*runtime.Scheme, error) {
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
 //     not with their trees;
+//   - of each MulticlusterApplicationSetReport, its summary and a digest of its statuses
+//     (ReportStatusesDigest) instead of them: a report of a thousand clusters is up to
+//     its byte budget (1 MiB), and the report controller, its only reader, compares
+//     what it would write with it (SameReportStatuses);
 //   - no object's managedFields, which no controller reads: without them the cache of
 //     10,000 Applications and their works is a fraction of the size.
 //
@@ -107,13 +112,14 @@ func Options(scope Scope) cache.Options {
 	ownSlices := labels.SelectorFromSet(labels.Set{statusv1alpha1.LabelAddon: scope.AddonName})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			argoapp.NewApplication():                 withTransform(byNamespace, TransformApplication),
-			argoapp.NewApplicationSet():              byNamespace,
-			argoapp.NewAppProject():                  {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
-			&addonv1beta1.ManagedClusterAddOn{}:      {Field: byName},
-			&addonv1beta1.ClusterManagementAddOn{}:   {Field: byName},
-			&workv1.ManifestWork{}:                   {Label: labels.NewSelector().Add(*pulled), Transform: stripWork},
-			&statusv1alpha1.ApplicationStatusSlice{}: {Label: ownSlices, Transform: stripSlice},
+			argoapp.NewApplication():                         withTransform(byNamespace, TransformApplication),
+			argoapp.NewApplicationSet():                      byNamespace,
+			argoapp.NewAppProject():                          {Namespaces: map[string]cache.Config{scope.ArgoCDNamespace: {}}},
+			&addonv1beta1.ManagedClusterAddOn{}:              {Field: byName},
+			&addonv1beta1.ClusterManagementAddOn{}:           {Field: byName},
+			&workv1.ManifestWork{}:                           {Label: labels.NewSelector().Add(*pulled), Transform: stripWork},
+			&statusv1alpha1.ApplicationStatusSlice{}:         {Label: ownSlices, Transform: stripSlice},
+			&appsv1alpha1.MulticlusterApplicationSetReport{}: {Transform: stripReport},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -242,9 +248,11 @@ func stripWork(obj any) (any, error) {
 
 // internWork makes the strings that every pulled work repeats the one copy that
 // argoapp.Intern holds: the keys of its labels and annotations, and short values; the
-// identities of its manifests; the types, reasons and messages of its conditions; the
+// identities of its manifests; the types, reasons and messages of its conditions (the
+// work agent writes the same few; an interned string is freed with its last holder); the
 // feedback names and short values. The feedback rules and update strategies of its
-// manifests, the same in every work, are one copy too (sharedValues).
+// manifests, the same in every work, and its labels, the same for every work of an
+// ApplicationSet, are one copy too (sharedValues).
 func internWork(w *workv1.ManifestWork) {
 	intern := argoapp.Intern
 	internShort := func(s string) string {
@@ -257,6 +265,9 @@ func internWork(w *workv1.ManifestWork) {
 		for key, value := range m {
 			m[intern(key)] = internShort(value)
 		}
+	}
+	if len(w.Labels) > 0 {
+		w.Labels = sharedWorkLabels.of(w.Labels)
 	}
 	for i := range w.Finalizers {
 		w.Finalizers[i] = intern(w.Finalizers[i])
@@ -275,7 +286,7 @@ func internWork(w *workv1.ManifestWork) {
 	}
 	for i := range w.Status.Conditions {
 		c := &w.Status.Conditions[i]
-		c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), internShort(c.Message)
+		c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), intern(c.Message)
 		c.Status = metav1.ConditionStatus(intern(string(c.Status)))
 	}
 	for i := range w.Status.ResourceStatus.Manifests {
@@ -296,11 +307,21 @@ func internWork(w *workv1.ManifestWork) {
 }
 
 // The feedback rules and update strategy of the pulled works' manifest configurations,
-// each held once: every work the manager renders has the same ones.
+// each held once: every work the manager renders has the same ones; and the labels of
+// the pulled works, the same for every work of an ApplicationSet.
 var (
 	sharedFeedbackRules    = &sharedValues[[]workv1.FeedbackRule]{}
 	sharedUpdateStrategies = &sharedValues[*workv1.UpdateStrategy]{}
+	sharedWorkLabels       = &sharedValues[map[string]string]{}
+	sharedManifests        = &sharedValues[[]byte]{}
 )
+
+// SharedManifest returns the one copy of a work's manifest, as its raw bytes, that the
+// cached works holding the same bytes share (up to maxSharedBytes): the addon
+// framework's work of each cluster holds the agent's RBAC objects, the same bytes for
+// every cluster. No reader of a cached work changes its manifests (the framework's
+// applier compares a deep copy).
+func SharedManifest(raw []byte) []byte { return sharedManifests.keyed(raw, raw) }
 
 // sharedValues holds one copy of each distinct value (by the digest of its JSON
 // encoding) of a part that many cached objects repeat whole; the cache never changes a
@@ -316,13 +337,21 @@ type sharedValues[T any] struct {
 // hold): at most maxSharedValues values of maxSharedBytes each.
 const (
 	maxSharedValues = 4096
-	maxSharedBytes  = 512
+	maxSharedBytes  = 1024
 )
 
 // of returns the copy of v held for every object: the one held already, or v.
 func (s *sharedValues[T]) of(v T) T {
 	encoded, err := json.Marshal(v)
-	if err != nil || len(encoded) > maxSharedBytes {
+	if err != nil {
+		return v
+	}
+	return s.keyed(encoded, v)
+}
+
+// keyed is of, for a v whose encoding is encoded.
+func (s *sharedValues[T]) keyed(encoded []byte, v T) T {
+	if len(encoded) > maxSharedBytes {
 		return v
 	}
 	key := sha256.Sum256(encoded)
@@ -421,6 +450,58 @@ func stripSlice(obj any) (any, error) {
 		app.Resources = nil
 	}
 	return s, nil
+}
+
+// ReportDigestAnnotation is the annotation at which the manager's cache holds the
+// ReportStatusesDigest of a report, in place of its statuses. The apiserver never holds it.
+const ReportDigestAnnotation = "argocd-pull.open-cluster-management.io/statuses-digest"
+
+// ReportStatusesDigest is the digest of the JSON encoding of a report's statuses, but for
+// their lastUpdateTime, which changes with every write.
+func ReportStatusesDigest(statuses appsv1alpha1.AppConditions) string {
+	statuses.LastUpdateTime = nil
+	raw, err := json.Marshal(statuses)
+	if err != nil {
+		return "" // never equal to a digest
+	}
+	return digestOf(raw)
+}
+
+// SameReportStatuses reports whether a report, as the cache holds it (a digest) or as the
+// apiserver returns it (whole), has statuses, but for their lastUpdateTime.
+func SameReportStatuses(current *appsv1alpha1.MulticlusterApplicationSetReport, statuses appsv1alpha1.AppConditions) bool {
+	want := ReportStatusesDigest(statuses)
+	if digest, ok := reportDigest(current); ok {
+		return digest == want
+	}
+	return ReportStatusesDigest(current.Statuses) == want
+}
+
+// reportDigest returns the digest that stripReport left on a report in place of its
+// statuses, if it did.
+func reportDigest(r *appsv1alpha1.MulticlusterApplicationSetReport) (string, bool) {
+	digest, ok := r.Annotations[ReportDigestAnnotation]
+	return digest, ok && strings.HasPrefix(digest, digestPrefix) && r.Statuses.Resources == nil && r.Statuses.ClusterConditions == nil
+}
+
+// stripReport keeps of a report its metadata but managed fields, its summary and its
+// lastUpdateTime, and the ReportStatusesDigest of its statuses at ReportDigestAnnotation.
+// It is idempotent, as client-go asks of a transform: a stripped report is left as it is.
+func stripReport(obj any) (any, error) {
+	r, ok := obj.(*appsv1alpha1.MulticlusterApplicationSetReport)
+	if !ok {
+		return obj, nil
+	}
+	if _, stripped := reportDigest(r); stripped {
+		return r, nil
+	}
+	r.ManagedFields = nil
+	annotations := make(map[string]string, len(r.Annotations)+1)
+	maps.Copy(annotations, r.Annotations)
+	annotations[ReportDigestAnnotation] = ReportStatusesDigest(r.Statuses)
+	r.Annotations = annotations
+	r.Statuses = appsv1alpha1.AppConditions{Summary: r.Statuses.Summary, LastUpdateTime: r.Statuses.LastUpdateTime}
+	return r, nil
 }
 
 // NewClient returns a client that reads every object, Applications included, from the

@@ -15,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
@@ -497,5 +499,49 @@ func TestSharedValuesSkipLargeOnes(t *testing.T) {
 	}
 	if a, b := s.of(small()), s.of(small()); !same(a, b) {
 		t.Error("a small value is not held")
+	}
+}
+
+// TestStripReport: the cache keeps of a report its summary and a digest of its statuses,
+// which says whether the statuses the report controller would write are the ones stored,
+// whatever their lastUpdateTime; a report read from the apiserver compares whole.
+func TestStripReport(t *testing.T) {
+	stored := func() *appsv1alpha1.MulticlusterApplicationSetReport {
+		return &appsv1alpha1.MulticlusterApplicationSetReport{
+			ObjectMeta: metav1.ObjectMeta{Name: "guestbook", Namespace: "argocd", Annotations: map[string]string{"team": "web"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "argocd-pull"}}},
+			Statuses: appsv1alpha1.AppConditions{
+				Resources:         []appsv1alpha1.ResourceRef{{APIVersion: "v1", Kind: "Service", Name: "web"}},
+				ClusterConditions: []appsv1alpha1.ClusterCondition{{Cluster: "east", App: "guestbook-east", SyncStatus: "Synced"}},
+				Summary:           appsv1alpha1.ReportSummary{Clusters: "1", Synced: "1", Truncated: &appsv1alpha1.ReportTruncation{Clusters: 0}},
+				LastUpdateTime:    ptr.To(metav1.NewTime(time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC))),
+			},
+		}
+	}
+	written := stored().Statuses
+	written.LastUpdateTime = ptr.To(metav1.NewTime(time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)))
+	changed := stored().Statuses
+	changed.ClusterConditions = []appsv1alpha1.ClusterCondition{{Cluster: "east", App: "guestbook-east", SyncStatus: "OutOfSync"}}
+
+	if !SameReportStatuses(stored(), written) || SameReportStatuses(stored(), changed) {
+		t.Error("a report from the apiserver does not compare whole")
+	}
+	obj, err := stripReport(stored())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := obj.(*appsv1alpha1.MulticlusterApplicationSetReport)
+	if cached.Statuses.Resources != nil || cached.Statuses.ClusterConditions != nil || cached.ManagedFields != nil {
+		t.Errorf("the cache keeps the statuses or the managed fields: %+v", cached)
+	}
+	if cached.Statuses.Summary.Truncated == nil || cached.Statuses.Summary.Clusters != "1" || cached.Annotations["team"] != "web" {
+		t.Errorf("the cache lost the summary or the annotations: %+v", cached)
+	}
+	if !SameReportStatuses(cached, written) || SameReportStatuses(cached, changed) {
+		t.Error("the digest does not say whether the statuses are the stored ones")
+	}
+	again, err := stripReport(cached.DeepCopy())
+	if err != nil || !equality.Semantic.DeepEqual(again, cached) {
+		t.Errorf("stripped twice:\n%+v\nonce:\n%+v", again, cached)
 	}
 }
