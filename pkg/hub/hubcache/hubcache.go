@@ -239,11 +239,26 @@ func stripWork(obj any) (any, error) {
 	}
 	w.ManagedFields = nil
 	w.Spec.Workload.Manifests = CompactManifests(w.Spec.Workload.Manifests)
+	w.Spec.ManifestConfigs = exact(w.Spec.ManifestConfigs)
+	w.Status.Conditions = exact(w.Status.Conditions)
+	w.Status.ResourceStatus.Manifests = exact(w.Status.ResourceStatus.Manifests)
 	for i := range w.Status.ResourceStatus.Manifests {
-		w.Status.ResourceStatus.Manifests[i].Conditions = nil
+		m := &w.Status.ResourceStatus.Manifests[i]
+		m.Conditions = nil
+		m.StatusFeedbacks.Values = exact(m.StatusFeedbacks.Values)
 	}
 	internWork(w)
 	return w, nil
+}
+
+// exact returns s in an array of its length. A decoder appends each element of a JSON
+// array in turn, so a decoded slice has up to twice the room it needs (5 feedback
+// values take 8 places, 10 apps of a status slice 16), which a cached object keeps.
+func exact[T any](s []T) []T {
+	if cap(s) == len(s) {
+		return s
+	}
+	return append(make([]T, 0, len(s)), s...)
 }
 
 // internWork makes the strings that every pulled work repeats the one copy that
@@ -438,6 +453,7 @@ func stripSlice(obj any) (any, error) {
 		return obj, nil
 	}
 	s.ManagedFields = nil
+	s.Apps = exact(s.Apps)
 	for i := range s.Apps {
 		app := &s.Apps[i]
 		if app.Digest != "" {
@@ -446,6 +462,7 @@ func stripSlice(obj any) (any, error) {
 		size, digest := clusterreport.EntryDigest(*app)
 		app.Digest, app.Size = string(digest[:]), size
 		app.Nodes = nil
+		app.Conditions = exact(app.Conditions)
 		app.PackedResources = PackResources(app.Resources)
 		app.Resources = nil
 	}
