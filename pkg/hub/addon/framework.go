@@ -141,8 +141,10 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 // 12 manifests, 10 KB in memory before, 4 KB after. The framework's controllers (v1.3.0)
 // read of a work its metadata and spec (the work applier of sdk-go compares a deep copy
 // and patches them), the work's own conditions, and of each manifest its identity and
-// status feedback: agentdeploy's health check (findResultsByIdentifier) skips a manifest
-// without feedback, and reads only the deploy works (DeployWorkNamePrefix); every other
+// status feedback. This addon's health prober is the lease (addon.go), for which
+// agentdeploy's health check reads no work; with a work prober it reads only the deploy
+// works (DeployWorkNamePrefix), and skips a manifest without feedback
+// (findResultsByIdentifier); every other
 // work keeps the status of each manifest (FindManifestValue reads the hook work's, and
 // stops at the first manifest without feedback). They write no work's status.
 func stripAgentWork(obj any) (any, error) {
