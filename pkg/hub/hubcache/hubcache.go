@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -258,7 +259,7 @@ func exact[T any](s []T) []T {
 	if cap(s) == len(s) {
 		return s
 	}
-	return append(make([]T, 0, len(s)), s...)
+	return slices.Clone(s)
 }
 
 // internWork makes the strings that every pulled work repeats the one copy that
