@@ -144,9 +144,9 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 // status feedback. This addon's health prober is the lease (addon.go), for which
 // agentdeploy's health check reads no work; with a work prober it reads only the deploy
 // works (DeployWorkNamePrefix), and skips a manifest without feedback
-// (findResultsByIdentifier); every other
-// work keeps the status of each manifest (FindManifestValue reads the hook work's, and
-// stops at the first manifest without feedback). They write no work's status.
+// (findResultsByIdentifier). Every other work keeps the status of each manifest
+// (FindManifestValue reads the hook work's, and stops at the first manifest without
+// feedback). They write no work's status.
 func stripAgentWork(obj any) (any, error) {
 	w, ok := obj.(*workv1.ManifestWork)
 	if !ok {
