@@ -16,7 +16,6 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -123,35 +122,14 @@ func applyAddonPlacementForSpec(ctx context.Context, name string, clusters ...*f
 		err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
 	})
-	// Argo CD's ApplicationSet controller (v3.2) gives up on an ApplicationSet whose
-	// clusterDecisionResource generator finds no PlacementDecision yet for 3 minutes
-	// (ReconcileRequeueOnValidationError): the spec's ApplicationSet must find one. It
-	// does not watch PlacementDecisions either: an ApplicationSet made before the decision
-	// lists a cluster generates that cluster's app only at its next requeue
-	// (requeueAfterSeconds, 30 s in fleet.PulledApplicationSetYAML).
-	decisions := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placementdecisions"}
+	// What reads the decisions next need not race the placement controller
+	// (fleet.Applier.DecidedClusters).
 	want := []string{}
 	for _, mc := range clusters {
 		want = append(want, mc.Name)
 	}
 	eventually(ctx, func(ctx context.Context) ([]string, error) {
-		list, err := hubDyn.Resource(decisions).Namespace(fleet.ArgoCDNamespace).List(ctx,
-			metav1.ListOptions{LabelSelector: "cluster.open-cluster-management.io/placement=" + name})
-		if err != nil || len(list.Items) == 0 {
-			return nil, err
-		}
-		decided := []string{}
-		for _, d := range list.Items {
-			entries, _, _ := unstructured.NestedSlice(d.Object, "status", "decisions")
-			for _, e := range entries {
-				if m, ok := e.(map[string]any); ok {
-					if c, ok := m["clusterName"].(string); ok {
-						decided = append(decided, c)
-					}
-				}
-			}
-		}
-		return decided, nil
+		return applier.DecidedClusters(ctx, fleet.ArgoCDNamespace, name)
 	}).Should(And(Not(BeNil()), ContainElements(want)), "the placement controller made the PlacementDecision of %s, with %v", name, want)
 }
 

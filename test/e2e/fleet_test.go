@@ -182,6 +182,11 @@ stringData: {name: `+name+`, server: https://`+name+`.invalid}
 `))).To(Succeed())
 		}
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.PlacementYAML("smoke-placement", nil))).To(Succeed())
+		// The ApplicationSet comes once the placement controller has decided: made before,
+		// it would wait 3 minutes to retry (fleet.Applier.DecidedClusters).
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return applier.DecidedClusters(ctx, fleet.ArgoCDNamespace, "smoke-placement")
+		}).Should(ContainElements(managedClusters), "the PlacementDecisions of smoke-placement")
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, []byte(`
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet

@@ -127,7 +127,7 @@ func (c hubClients) placeByLabel(ctx context.Context, namespace, name, key strin
 		names = append(names, mc.Name)
 	}
 	eventually(ctx, func(ctx context.Context) ([]string, error) {
-		return c.decidedClusters(ctx, namespace, name)
+		return c.applier.DecidedClusters(ctx, namespace, name)
 	}).Should(ConsistOf(names), "the PlacementDecisions of %s/%s", namespace, name)
 }
 
@@ -141,23 +141,6 @@ func (c hubClients) tenantNamespace(ctx context.Context, namespace, key string, 
 		Expect(theFleet.Hub.Kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})).To(Succeed())
 	})
 	c.placeByLabel(ctx, namespace, "tenant", key, labelled...)
-}
-
-// decidedClusters returns the clusters that the PlacementDecisions of the Placement
-// namespace/placement select.
-func (c hubClients) decidedClusters(ctx context.Context, namespace, placement string) ([]string, error) {
-	list, err := c.clusters.ClusterV1beta1().PlacementDecisions(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "cluster.open-cluster-management.io/placement=" + placement})
-	if err != nil {
-		return nil, err
-	}
-	var clusters []string
-	for _, d := range list.Items {
-		for _, dec := range d.Status.Decisions {
-			clusters = append(clusters, dec.ClusterName)
-		}
-	}
-	return clusters, nil
 }
 
 // worksOf returns the ManifestWorks, in every cluster namespace, that point back to the

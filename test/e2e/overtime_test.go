@@ -453,7 +453,7 @@ var _ = Describe("Pulled Applications through binding changes, a manual sync and
 		By("the cluster leaves the PlacementDecision: the real placement controller drops it when its label goes")
 		hub.setClusterLabel(ctx, other.Name, label, "")
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
-			return hub.decidedClusters(ctx, tenantA, "tenant")
+			return hub.applier.DecidedClusters(ctx, tenantA, "tenant")
 		}).ShouldNot(ContainElement(other.Name))
 		left := time.Now()
 		eventually(ctx, func(ctx context.Context) (string, error) {
@@ -465,7 +465,7 @@ var _ = Describe("Pulled Applications through binding changes, a manual sync and
 		By("the cluster comes back")
 		hub.setClusterLabel(ctx, other.Name, label, "true")
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
-			return hub.decidedClusters(ctx, tenantA, "tenant")
+			return hub.applier.DecidedClusters(ctx, tenantA, "tenant")
 		}).Should(ContainElement(other.Name))
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			return hub.propagationError(ctx, tenantA, name)

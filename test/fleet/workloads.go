@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 )
 
@@ -117,6 +119,35 @@ spec:
 		y = fmt.Appendf(y, "          %q: %q\n", key, matchLabels[key])
 	}
 	return y
+}
+
+// placementDecisionsGVR is the resource of OCM PlacementDecisions.
+var placementDecisionsGVR = schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placementdecisions"}
+
+// DecidedClusters returns the clusters that the PlacementDecisions of the Placement
+// namespace/placement select; none before the placement controller has decided.
+//
+// What reads a Placement's decisions must wait for them: Argo CD's ApplicationSet
+// controller (v3.2) retries an ApplicationSet whose clusterDecisionResource generator
+// finds no PlacementDecision only after 3 minutes (ReconcileRequeueOnValidationError),
+// and it does not watch PlacementDecisions.
+func (a *Applier) DecidedClusters(ctx context.Context, namespace, placement string) ([]string, error) {
+	list, err := a.dyn.Resource(placementDecisionsGVR).Namespace(namespace).List(ctx,
+		metav1.ListOptions{LabelSelector: clusterv1beta1.PlacementLabel + "=" + placement})
+	if err != nil {
+		return nil, err
+	}
+	var clusters []string
+	for _, item := range list.Items {
+		var d clusterv1beta1.PlacementDecision
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &d); err != nil {
+			return nil, fmt.Errorf("PlacementDecision %s/%s: %w", namespace, item.GetName(), err)
+		}
+		for _, decision := range d.Status.Decisions {
+			clusters = append(clusters, decision.ClusterName)
+		}
+	}
+	return clusters, nil
 }
 
 // GuestbookApplicationSetYAML is the documented pull-model ApplicationSet (reference

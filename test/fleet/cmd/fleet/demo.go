@@ -100,6 +100,14 @@ func demo(args []string) error {
 	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML("guestbook-placement")); err != nil {
 		return err
 	}
+	// The ApplicationSet comes once the placement controller has decided: made before,
+	// it would wait 3 minutes to retry (fleet.Applier.DecidedClusters).
+	if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		decided, err := applier.DecidedClusters(ctx, fleet.ArgoCDNamespace, "guestbook-placement")
+		return len(decided) == len(f.Clusters), err
+	}); err != nil {
+		return fmt.Errorf("the PlacementDecisions of guestbook-placement: %w", err)
+	}
 	if err := applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.GuestbookApplicationSetYAML(
 		demoAppSet, demoApp, "guestbook-placement", f.Git.URL(), fleet.GuestbookNamespace)); err != nil {
 		return err
