@@ -1,9 +1,9 @@
 package addon
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"open-cluster-management.io/addon-framework/pkg/addonfactory"
-	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 )
@@ -253,26 +251,56 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 // agentImage rewrites image as the framework's addonfactory.GetAgentImageValues does: with
 // the AddOnDeploymentConfig's registries when one of them matches, else with the
 // ManagedCluster's open-cluster-management.io/image-registries annotation (ACM's mirrors
-// for a disconnected cluster); in each list the last matching entry wins. A malformed
-// annotation is an error: the framework sets ManifestApplied=False with it on the
-// ManagedClusterAddOn and leaves the deployed agent as it is, rather than point it at a
-// registry the cluster may not reach.
+// for a disconnected cluster). A malformed annotation is an error: the framework sets
+// ManifestApplied=False with it on the ManagedClusterAddOn and leaves the deployed agent
+// as it is, rather than point it at a registry the cluster may not reach.
 func agentImage(image string, adc *addonv1beta1.AddOnDeploymentConfig, clusterAnnotations map[string]string) (string, error) {
 	if adc != nil {
-		if mirrored := addonfactory.OverrideImage(adc.Spec.Registries, image); mirrored != image {
+		if mirrored := mirrorImage(adc.Spec.Registries, image); mirrored != image {
 			return mirrored, nil
 		}
 	}
-	mirrored, err := utils.OverrideImageByAnnotation(clusterAnnotations, image)
-	if err != nil {
+	annotation, ok := clusterAnnotations[clusterv1.ClusterImageRegistriesAnnotationKey]
+	if !ok {
+		return image, nil
+	}
+	var registries struct {
+		Registries []addonv1beta1.ImageMirror `json:"registries"`
+	}
+	if err := json.Unmarshal([]byte(annotation), &registries); err != nil {
 		return "", fmt.Errorf("annotation %s of the ManagedCluster: %w", clusterv1.ClusterImageRegistriesAnnotationKey, err)
 	}
-	return mirrored, nil
+	return mirrorImage(registries.Registries, image), nil
+}
+
+// mirrorImage returns image as the last of registries that matches it rewrites it, as
+// the addon framework rewrites its addons' images (v1.3: addonfactory.OverrideImage,
+// utils.OverrideImageByAnnotation): a mirror whose source prefixes image replaces that
+// prefix; one without a source takes the image's last path segment (name and tag or
+// digest) under the mirror. A trailing "/" of either is ignored.
+func mirrorImage(registries []addonv1beta1.ImageMirror, image string) string {
+	mirrored := image
+	for _, r := range registries {
+		source, mirror := strings.TrimSuffix(r.Source, "/"), strings.TrimSuffix(r.Mirror, "/")
+		rewritten := image
+		switch {
+		case source == "" && mirror == "":
+			rewritten = image[strings.LastIndex(image, "/")+1:]
+		case source == "":
+			rewritten = mirror + "/" + image[strings.LastIndex(image, "/")+1:]
+		case strings.HasPrefix(image, source):
+			rewritten = mirror + strings.TrimPrefix(image, source)
+		}
+		if rewritten != image {
+			mirrored = rewritten
+		}
+	}
+	return mirrored
 }
 
 // customise applies an AddOnDeploymentConfig: node placement, proxy and resource
 // requirements (the first entry whose containerID matches
-// "deployments:<name>:agent", "*" matching any part, as the framework's templates do).
+// "deployments:<name>:agent", containerIDMatches).
 func customise(pod *corev1.PodSpec, container *corev1.Container, deployment string, adc *addonv1beta1.AddOnDeploymentConfig) error {
 	if np := adc.Spec.NodePlacement; np != nil {
 		pod.NodeSelector = np.NodeSelector
@@ -286,18 +314,41 @@ func customise(pod *corev1.PodSpec, container *corev1.Container, deployment stri
 			container.Env = append(container.Env, corev1.EnvVar{Name: env.name, Value: env.value})
 		}
 	}
-	requirements, err := addonfactory.GetRegexResourceRequirements(adc.Spec.ResourceRequirements)
-	if err != nil {
-		return fmt.Errorf("AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
-	}
 	id := fmt.Sprintf("deployments:%s:%s", deployment, agentContainer)
-	for _, rr := range requirements {
-		if regexp.MustCompile(rr.ContainerIDRegex).MatchString(id) {
-			container.Resources = rr.ResourcesRaw
-			break
+	matched := false
+	for _, rr := range adc.Spec.ResourceRequirements {
+		ok, err := containerIDMatches(rr.ContainerID, id)
+		if err != nil {
+			return fmt.Errorf("AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+		}
+		if ok && !matched {
+			container.Resources = rr.Resources
+			matched = true
 		}
 	}
 	return nil
+}
+
+// containerIDMatches reports whether an AddOnDeploymentConfig's containerID,
+// "<resource type>:<resource name>:<container name>", names the container id: each part
+// is "*", which matches any, or the same as id's. A containerID of another form is an
+// error, as it is for the framework (v1.3: addonfactory.GetRegexResourceRequirements),
+// whichever entry matches.
+func containerIDMatches(containerID, id string) (bool, error) {
+	pattern := strings.Split(containerID, ":")
+	if len(pattern) != 3 {
+		return false, fmt.Errorf("invalid containerID %q: want <resource type>:<resource name>:<container name>", containerID)
+	}
+	parts := strings.Split(id, ":")
+	if len(parts) != len(pattern) {
+		return false, nil
+	}
+	for i, p := range pattern {
+		if p != "*" && p != parts[i] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // LabelAggregateToWork aggregates a ClusterRole into the permissions that the klusterlet's

@@ -379,3 +379,53 @@ func TestHubRoleIsLimitedToTheAddon(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorImage: the registries' rewrites, as the framework's own addons get them.
+func TestMirrorImage(t *testing.T) {
+	const image = "quay.io/ocm-gitops/argocd-pull-addon:v1"
+	for _, tc := range []struct {
+		name       string
+		registries []addonv1beta1.ImageMirror
+		want       string
+	}{
+		{name: "none", want: image},
+		{name: "source prefix", registries: []addonv1beta1.ImageMirror{{Source: "quay.io/ocm-gitops/", Mirror: "m.local/gitops/"}},
+			want: "m.local/gitops/argocd-pull-addon:v1"},
+		{name: "no source: every registry", registries: []addonv1beta1.ImageMirror{{Mirror: "m.local/all"}},
+			want: "m.local/all/argocd-pull-addon:v1"},
+		{name: "neither: the last segment", registries: []addonv1beta1.ImageMirror{{}}, want: "argocd-pull-addon:v1"},
+		{name: "other source", registries: []addonv1beta1.ImageMirror{{Source: "registry.redhat.io", Mirror: "m.local"}}, want: image},
+		{name: "the last match wins", registries: []addonv1beta1.ImageMirror{
+			{Source: "quay.io", Mirror: "first.local"}, {Source: "quay.io/ocm-gitops", Mirror: "second.local"}, {Source: "docker.io", Mirror: "third.local"}},
+			want: "second.local/argocd-pull-addon:v1"},
+	} {
+		if got := mirrorImage(tc.registries, image); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestContainerIDMatches: "*" matches any part, any other part only itself, and a
+// containerID not of three parts is an error.
+func TestContainerIDMatches(t *testing.T) {
+	const id = "deployments:argocd-pull-agent:agent"
+	for _, tc := range []struct {
+		containerID string
+		want        bool
+		wantErr     bool
+	}{
+		{containerID: id, want: true},
+		{containerID: "*:*:*", want: true},
+		{containerID: "deployments:*:agent", want: true},
+		{containerID: "deployments:argocd-pull-agent:other"},
+		{containerID: "daemonsets:*:*"},
+		{containerID: "deployments:argocd.pull.agent:agent"},
+		{containerID: "deployments:agent", wantErr: true},
+		{containerID: "a:b:c:d", wantErr: true},
+	} {
+		got, err := containerIDMatches(tc.containerID, id)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("containerIDMatches(%q) = %v, %v; want %v, error %v", tc.containerID, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
