@@ -16,6 +16,8 @@ import (
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
 
 // hubRBACCache holds the agents' hub Roles and RoleBindings: those of their one name
@@ -36,12 +38,23 @@ func newHubRBACCache(kube kubernetes.Interface, name string) (*hubRBACCache, err
 	roles, bindings := factory.Rbac().V1().Roles(), factory.Rbac().V1().RoleBindings()
 	c := &hubRBACCache{factory: factory, roles: roles.Lister(), bindings: bindings.Lister()}
 	for _, informer := range []cache.SharedIndexInformer{roles.Informer(), bindings.Informer()} {
-		if err := informer.SetTransform(crcache.TransformStripManagedFields()); err != nil {
+		if err := informer.SetTransform(stripHubRBAC); err != nil {
 			return nil, fmt.Errorf("transform the agents' hub RBAC: %w", err)
 		}
 		c.synced = append(c.synced, informer.HasSynced)
 	}
 	return c, nil
+}
+
+// stripHubRBAC drops an object's managed fields and holds a Role's rules, the same for
+// every cluster's agent, once (hubcache.SharedPolicyRules). It is idempotent, as client-go
+// asks of a transform.
+func stripHubRBAC(obj any) (any, error) {
+	obj, err := crcache.TransformStripManagedFields()(obj)
+	if role, ok := obj.(*rbacv1.Role); ok && err == nil {
+		role.Rules = hubcache.SharedPolicyRules(role.Rules)
+	}
+	return obj, err
 }
 
 func (c *hubRBACCache) start(ctx context.Context) {

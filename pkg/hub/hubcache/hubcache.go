@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -330,6 +331,7 @@ var (
 	sharedUpdateStrategies = &sharedValues[*workv1.UpdateStrategy]{}
 	sharedWorkLabels       = &sharedValues[map[string]string]{}
 	sharedManifests        = &sharedValues[[]byte]{}
+	sharedPolicyRules      = &sharedValues[[]rbacv1.PolicyRule]{}
 )
 
 // SharedManifest returns the one copy of a work's manifest, as its raw bytes, that the
@@ -338,6 +340,13 @@ var (
 // every cluster. No reader of a cached work changes its manifests (the framework's
 // applier compares a deep copy).
 func SharedManifest(raw []byte) []byte { return sharedManifests.keyed(raw, raw) }
+
+// SharedPolicyRules returns the one copy of a Role's rules that the cached Roles holding
+// the same rules share: the hub Role of each cluster's agent has the same rules in each
+// cluster namespace. No reader of a cached Role changes its rules.
+func SharedPolicyRules(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	return sharedPolicyRules.of(rules)
+}
 
 // sharedValues holds one copy of each distinct value (by the digest of its JSON
 // encoding) of a part that many cached objects repeat whole; the cache never changes a
