@@ -144,7 +144,9 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}); err != nil {
 		return fmt.Errorf("index ManifestWorks by ApplicationSet: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, argoapp.NewApplication(), indexByApplicationSet, func(o client.Object) []string {
+	// Its Applications, in its namespace: indexed across namespaces only too, each by
+	// "<namespace>/<name>" of its ApplicationSet.
+	if err := hubcache.IndexAcrossNamespaces(ctx, mgr.GetCache(), argoapp.NewApplication(), indexByApplicationSet, func(o client.Object) []string {
 		if key, ok := applicationSetOf(o); ok {
 			return []string{key.String()}
 		}
@@ -425,8 +427,8 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report,
 	// and the apps as the cache holds them (their metadata; servedByAnother reads the
 	// status when it may say so).
-	if err := r.client.List(ctx, apps, client.InNamespace(appSet.Namespace),
-		client.MatchingFields{indexByApplicationSet: appSet.String()}, client.UnsafeDisableDeepCopy, hubcache.KeepFrozen); err != nil {
+	if err := r.client.List(ctx, apps, client.MatchingFields{indexByApplicationSet: appSet.String()},
+		client.UnsafeDisableDeepCopy, hubcache.KeepFrozen); err != nil {
 		return nil, 0, false, fmt.Errorf("list the Applications of %s: %w", appSet, err)
 	}
 	works := &workv1.ManifestWorkList{}

@@ -4,7 +4,6 @@ package propagation
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -26,12 +25,13 @@ const (
 	indexApplicationByProject = "argocd-pull.project"
 )
 
-// Each entry of an index whose every value names one object costs the cache a set of
-// its own, twice (controller-runtime indexes a namespaced object under its namespace and
-// under all namespaces): at 10,000 Applications, tens of MiB. So the only such index is
-// the one of the works of an Application, whose works may be in any namespace, and it
-// is indexed across namespaces only (hubcache.IndexAcrossNamespaces); the works and
-// Applications of a spoke Application (conflict.go) are found among those of its
+// Each entry of an index costs the cache a set of its own, twice when controller-runtime
+// indexes it (a namespaced object under its namespace and under all namespaces): at
+// 10,000 Applications, tens of MiB for an index whose every value names one object. So
+// every index here is read across namespaces and indexed that way only
+// (hubcache.IndexAcrossNamespaces); the only one whose values name one object each is
+// the one of the works of an Application, whose works may be in any namespace; the works
+// and Applications of a spoke Application (conflict.go) are found among those of its
 // cluster, through the namespace index and indexApplicationByCluster.
 
 func registerIndexes(ctx context.Context, c cache.Cache) error {
@@ -44,6 +44,8 @@ func registerIndexes(ctx context.Context, c cache.Cache) error {
 	}); err != nil {
 		return err
 	}
+	// The Applications of a cluster, and of an AppProject (whose Applications may be in
+	// any namespace).
 	indexes := []struct {
 		obj     client.Object
 		field   string
@@ -67,8 +69,8 @@ func registerIndexes(ctx context.Context, c cache.Cache) error {
 		}},
 	}
 	for _, index := range indexes {
-		if err := c.IndexField(ctx, index.obj, index.field, index.extract); err != nil {
-			return fmt.Errorf("index %s: %w", index.field, err)
+		if err := hubcache.IndexAcrossNamespaces(ctx, c, index.obj, index.field, index.extract); err != nil {
+			return err
 		}
 	}
 	return nil
