@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,7 +22,8 @@ import (
 // 300 bytes however few its entries: 6 KB for a pulled app whose JSON is 1.3 KB, most of
 // the manager's heap at 10,000 apps. The cache keeps each field but the metadata (which
 // the informers, indexes and watches read) as its JSON text instead, about half the
-// size, and thaws it for its readers:
+// size, and of the metadata the two fields that nothing reads from the cache
+// (frozenMetadataFields), and thaws it for its readers:
 //   - a read through NewClient's client (Get, List) thaws the Applications it returns,
 //     so every reconcile sees the Application as the apiserver serves it (less its managed
 //     fields, and status.resources as their ResourcesDigest);
@@ -34,10 +36,42 @@ func frozen(key string) bool {
 	return key != "apiVersion" && key != "kind" && key != "metadata"
 }
 
-// freeze replaces each frozen field of obj that is not frozen yet with its JSON text.
-// Every top-level field of an Application but apiVersion and kind is an object (the
-// metadata, spec, operation, status), so a string there is one that freeze made.
+// frozenMetadataKey is the top-level field of a frozen Application that holds, as JSON
+// text, the fields of its metadata that no reader of the cache's own objects reads
+// (frozenMetadataFields); thaw puts them back in the metadata.
+const frozenMetadataKey = "argocd-pull.frozenMetadata"
+
+// frozenMetadataFields are the metadata fields that freeze moves to frozenMetadataKey:
+// without them the metadata of a pulled app has at most eight fields (name, namespace,
+// uid, resourceVersion, labels, annotations, ownerReferences, finalizers), which a Go
+// map holds in one group of slots, half the size of the map of ten. No watch, predicate,
+// index or KeepFrozen read of Applications reads them.
+var frozenMetadataFields = []string{"creationTimestamp", "generation"}
+
+// freeze replaces each frozen field of obj that is not frozen yet with its JSON text,
+// and moves frozenMetadataFields to frozenMetadataKey. Every top-level field of an
+// Application but apiVersion and kind is an object (the metadata, spec, operation,
+// status), so a string there is one that freeze made.
 func freeze(obj map[string]any) error {
+	if metadata, ok := obj["metadata"].(map[string]any); ok {
+		moved := map[string]any{}
+		for _, field := range frozenMetadataFields {
+			if value, ok := metadata[field]; ok {
+				moved[field] = value
+			}
+		}
+		if len(moved) > 0 {
+			// A new map of the fields kept: a Go map does not shrink when entries go.
+			kept := make(map[string]any, len(metadata)-len(moved))
+			for field, value := range metadata {
+				if _, ok := moved[field]; !ok {
+					kept[field] = value
+				}
+			}
+			obj["metadata"] = kept
+			obj[frozenMetadataKey] = moved
+		}
+	}
 	for key, value := range obj {
 		if _, done := value.(string); done || !frozen(key) {
 			continue
@@ -62,13 +96,16 @@ func isFrozen(app *unstructured.Unstructured) bool {
 }
 
 // thaw decodes the frozen fields of an Application from the cache, in a new top-level
-// map: the map that app held, which may be the cache's own, is left as it was, and the
-// metadata stays shared with it. An Application that is not frozen is left as it is.
+// map, and puts the frozen metadata fields back in a copy of the metadata: the maps that
+// app held, which may be the cache's own, are left as they were, and the labels,
+// annotations and other fields of the metadata stay shared with them. An Application
+// that is not frozen is left as it is.
 func thaw(app *unstructured.Unstructured) error {
 	if !isFrozen(app) {
 		return nil
 	}
 	thawed := make(map[string]any, len(app.Object))
+	var frozenMetadata map[string]any
 	for key, value := range app.Object {
 		text, ok := value.(string)
 		if !ok || !frozen(key) {
@@ -81,7 +118,16 @@ func thaw(app *unstructured.Unstructured) error {
 		if err := utiljson.Unmarshal([]byte(text), &decoded); err != nil {
 			return fmt.Errorf("thaw %s of Application %s/%s: %w", key, app.GetNamespace(), app.GetName(), err)
 		}
+		if key == frozenMetadataKey {
+			frozenMetadata, _ = decoded.(map[string]any)
+			continue
+		}
 		thawed[key] = decoded
+	}
+	if metadata, ok := thawed["metadata"].(map[string]any); ok && len(frozenMetadata) > 0 {
+		metadata = maps.Clone(metadata)
+		maps.Copy(metadata, frozenMetadata)
+		thawed["metadata"] = metadata
 	}
 	app.Object = thawed
 	return nil

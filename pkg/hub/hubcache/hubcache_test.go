@@ -79,7 +79,8 @@ func TestFrozenApplication(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": map[string]any{"name": "web", "namespace": "argocd", "generation": int64(3),
-				"labels": map[string]any{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"}},
+				"creationTimestamp": "2026-11-27T05:00:00Z",
+				"labels":            map[string]any{"apps.open-cluster-management.io/pull-to-ocm-managed-cluster": "true"}},
 			"spec": map[string]any{"project": "default", "syncPolicy": map[string]any{"retry": map[string]any{"limit": int64(5)}},
 				"ignoreDifferences": []any{map[string]any{"kind": "Secret", "jsonPointers": []any{"/data"}}}},
 			"operation": map[string]any{"sync": map[string]any{"revision": "main", "prune": true}},
@@ -97,8 +98,13 @@ func TestFrozenApplication(t *testing.T) {
 			t.Errorf("%s is not frozen: %T", key, cached.Object[key])
 		}
 	}
-	if _, ok := cached.Object["metadata"].(map[string]any); !ok || cached.GetName() != "web" {
+	if _, ok := cached.Object["metadata"].(map[string]any); !ok || cached.GetName() != "web" || len(cached.GetLabels()) != 1 {
 		t.Errorf("the metadata is not kept as it is: %v", cached.Object["metadata"])
+	}
+	for _, field := range frozenMetadataFields {
+		if _, ok := cached.Object["metadata"].(map[string]any)[field]; ok {
+			t.Errorf("metadata.%s is not frozen", field)
+		}
 	}
 	twice, err := TransformApplication(cached.DeepCopy())
 	if err != nil {
