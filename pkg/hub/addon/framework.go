@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -36,6 +37,19 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
+
+// namedAddons narrows the framework's informers of ManagedClusterAddOns and
+// ClusterManagementAddOns to the addon's own, when it serves one (a field selector names
+// one object): its controllers (v1.3.0: deploy, registration, configuration, CSR) act on
+// the addons of its agents only, and look each up by name. Unnarrowed, they cached every
+// addon of every cluster: a dozen per cluster on an ACM hub.
+func namedAddons(addonNames []string) func(*metav1.ListOptions) {
+	return func(options *metav1.ListOptions) {
+		if len(addonNames) == 1 {
+			options.FieldSelector = fields.OneTermEqualSelector("metadata.name", addonNames[0]).String()
+		}
+	}
+}
 
 // frameworkResync is the resync period of the framework's informers, as its own Start
 // sets it.
@@ -93,7 +107,8 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 		kubeinformers.WithTweakListOptions(ofAddons), kubeinformers.WithTransform(stripManagedFields))
 	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync,
 		workinformers.WithTweakListOptions(ofAddons), workinformers.WithTransform(stripAgentWork))
-	addonInformers := addoninformers.NewSharedInformerFactoryWithOptions(addons, frameworkResync, addoninformers.WithTransform(stripManagedFields))
+	addonInformers := addoninformers.NewSharedInformerFactoryWithOptions(addons, frameworkResync,
+		addoninformers.WithTweakListOptions(namedAddons(addonNames)), addoninformers.WithTransform(stripManagedFields))
 	clusterInformers := clusterinformers.NewSharedInformerFactoryWithOptions(clusters, frameworkResync, clusterinformers.WithTransform(stripManagedFields))
 	dynamicInformers := dynamicinformer.NewDynamicSharedInformerFactory(dyn, frameworkResync)
 
