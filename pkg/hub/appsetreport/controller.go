@@ -304,7 +304,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
-	// whatever else is on the report (labels, annotations of other writers) stays.
+	// whatever else is on the report (labels, annotations of other writers) stays. The
+	// body holds only what the served schema declares (served.fit), so the apiserver's
+	// field validation, by default a second, strict YAML parse of the whole body (up to
+	// the budget), would find nothing: it is skipped.
 	body, err := reportApplyBody(req.NamespacedName, appSet, statuses)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -312,7 +315,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	desired := &appsv1alpha1.MulticlusterApplicationSetReport{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
 	start := time.Now()
 	if err := r.client.Patch(ctx, desired, client.RawPatch(types.ApplyPatchType, body),
-		client.FieldOwner(FieldManager), client.ForceOwnership, hubcache.MetadataAnswer); err != nil {
+		client.FieldOwner(FieldManager), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore),
+		hubcache.MetadataAnswer); err != nil {
 		r.served.forget() // the CRD may have changed
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
