@@ -80,10 +80,20 @@ func freeze(obj map[string]any) error {
 		if err != nil {
 			return fmt.Errorf("freeze %s: %w", key, err)
 		}
+		if key == "spec" {
+			obj[key] = sharedSpecs.keyed(text, string(text))
+			continue
+		}
 		obj[key] = string(text)
 	}
 	return nil
 }
+
+// sharedSpecs holds once the frozen specs that many Applications have alike: in the pull
+// model an ApplicationSet's template often deploys each app to its own cluster
+// (https://kubernetes.default.svc), so that its apps' specs differ only where the
+// template names the cluster. The statuses, which differ in their times, are not shared.
+var sharedSpecs = &sharedValues[string]{}
 
 // isFrozen reports whether app is in the cache's form, with frozen fields to thaw.
 func isFrozen(app *unstructured.Unstructured) bool {

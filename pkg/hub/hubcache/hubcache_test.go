@@ -429,6 +429,15 @@ func TestTransformApplicationSharesMetadata(t *testing.T) {
 	if !same(metadata(one, "labels"), metadata(three, "labels")) {
 		t.Error("two Applications hold two copies of the same labels")
 	}
+	spec := func(obj any) string { return obj.(*unstructured.Unstructured).Object["spec"].(string) }
+	if unsafe.StringData(spec(one)) != unsafe.StringData(spec(three)) {
+		t.Error("two Applications hold two copies of the same frozen spec")
+	}
+	other := app("guestbook-cluster3", "cluster3")
+	other.Object["spec"] = map[string]any{"project": "team-a"}
+	if four, _ := TransformApplication(other); unsafe.StringData(spec(four)) == unsafe.StringData(spec(one)) || spec(four) != `{"project":"team-a"}` {
+		t.Errorf("an Application holds the spec of another: %s", spec(four))
+	}
 	for name, got := range map[string]any{"guestbook-cluster1-b": two, "guestbook-cluster2": three} {
 		cluster := map[string]string{"guestbook-cluster1-b": "cluster1", "guestbook-cluster2": "cluster2"}[name]
 		if thawed := Thawed(got.(*unstructured.Unstructured)); !equality.Semantic.DeepEqual(thawed, app(name, cluster)) {
