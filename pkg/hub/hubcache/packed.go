@@ -46,13 +46,15 @@ func PackResources(resources []statusv1alpha1.ResourceStatus) string {
 			rows = binary.AppendUvarint(rows, i)
 		}
 	}
+	// The exact size: the string's array is what the cache keeps, room to spare included.
+	var varint [binary.MaxVarintLen64]byte
+	uvarintLen := func(v uint64) int { return binary.PutUvarint(varint[:], v) }
 	var b strings.Builder
-	size := binary.MaxVarintLen64 + len(rows)
+	size := uvarintLen(uint64(len(table))) + len(rows)
 	for _, s := range table {
-		size += binary.MaxVarintLen64 + len(s)
+		size += uvarintLen(uint64(len(s))) + len(s)
 	}
 	b.Grow(size)
-	var varint [binary.MaxVarintLen64]byte
 	writeUvarint := func(v uint64) { b.Write(varint[:binary.PutUvarint(varint[:], v)]) }
 	writeUvarint(uint64(len(table)))
 	for _, s := range table {
