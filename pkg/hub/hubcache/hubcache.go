@@ -475,8 +475,39 @@ func stripSlice(obj any) (any, error) {
 		app.Conditions = exact(app.Conditions)
 		app.PackedResources = PackResources(app.Resources)
 		app.Resources = nil
+		internSliceApp(app)
 	}
 	return s, nil
+}
+
+// internSliceApp makes the strings that the apps of a cluster, and the same app on every
+// cluster, repeat the one copy that argoapp.Intern holds (freed with its last holder):
+// namespaces, the ApplicationSet, statuses and phases, the sync revisions (an
+// ApplicationSet's apps sync the same commit), condition types; and the hub
+// Application's name, when it is the app's, is the app's name string.
+func internSliceApp(app *statusv1alpha1.AppStatus) {
+	intern := argoapp.Intern
+	app.Namespace, app.ApplicationSet = intern(app.Namespace), intern(app.ApplicationSet)
+	if hub := app.Hub; hub != nil {
+		hub.Namespace = intern(hub.Namespace)
+		if hub.Name == app.Name {
+			hub.Name = app.Name
+		}
+	}
+	app.Sync.Status, app.Sync.Revision = intern(app.Sync.Status), intern(app.Sync.Revision)
+	for i := range app.Sync.Revisions {
+		app.Sync.Revisions[i] = intern(app.Sync.Revisions[i])
+	}
+	if h := app.Health; h != nil {
+		h.Status = intern(h.Status)
+	}
+	if op := app.Operation; op != nil {
+		op.Phase = intern(op.Phase)
+	}
+	for i := range app.Conditions {
+		app.Conditions[i].Type = intern(app.Conditions[i].Type)
+	}
+	app.TreeSource = statusv1alpha1.TreeSource(intern(string(app.TreeSource)))
 }
 
 // ReportDigestAnnotation is the annotation at which the manager's cache holds the

@@ -187,6 +187,7 @@ func TestStripSlice(t *testing.T) {
 	healthy := func() *statusv1alpha1.Health { return &statusv1alpha1.Health{Status: "Healthy"} }
 	slice := &statusv1alpha1.ApplicationStatusSlice{Apps: []statusv1alpha1.AppStatus{{
 		Namespace: "argocd", Name: "web", ObservedAt: metav1.NewTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)),
+		Sync: statusv1alpha1.SyncStatus{Status: "Synced", Revision: "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"},
 		Resources: []statusv1alpha1.ResourceStatus{
 			{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web", Status: "Synced", Health: healthy(), Images: []string{"web:1"}},
 			{Version: "v1", Kind: "Service", Namespace: "web", Name: "web", Status: "Synced", Health: healthy()},
@@ -224,6 +225,18 @@ func TestStripSlice(t *testing.T) {
 	}
 	if twice := again.(*statusv1alpha1.ApplicationStatusSlice).Apps[0]; !equality.Semantic.DeepEqual(twice, got) {
 		t.Errorf("transformed twice: %+v, once: %+v", twice, got)
+	}
+	// Another cluster's slice of the same app, decoded on its own: the strings both
+	// repeat are one copy.
+	other := want.DeepCopy()
+	other.Apps[0].Namespace, other.Apps[0].Sync.Revision = strings.Clone(other.Apps[0].Namespace), strings.Clone(other.Apps[0].Sync.Revision)
+	obj, err = stripSlice(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := obj.(*statusv1alpha1.ApplicationStatusSlice).Apps[0]; unsafe.StringData(o.Namespace) != unsafe.StringData(got.Namespace) ||
+		unsafe.StringData(o.Sync.Revision) != unsafe.StringData(got.Sync.Revision) || o.Sync.Revision != want.Apps[0].Sync.Revision {
+		t.Error("two slices hold two copies of the namespace and revision of the same app")
 	}
 	rescheduled := want.DeepCopy()
 	rescheduled.Apps[0].Nodes[0].Name = "web-7f1a"
