@@ -346,7 +346,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		select {
 		case <-mgr.Elected():
 			agentAddon.Start(ctx)
-			if err := addon.StartFramework(ctx, cfg, addonMgr, []string{opts.AddonName}); err != nil {
+			if err := addon.StartFramework(ctx, cfg, addonMgr, []string{opts.AddonName}, mgr.GetCache()); err != nil {
 				errs <- fmt.Errorf("start the addon framework: %w", err)
 			}
 		case <-ctx.Done():

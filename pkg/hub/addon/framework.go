@@ -2,6 +2,7 @@ package addon
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -32,8 +33,10 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workinformersv1 "open-cluster-management.io/api/client/work/informers/externalversions/work/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
@@ -68,7 +71,12 @@ const frameworkResync = 10 * time.Minute
 // deleted during a restart of the apiserver took the manager down, and its successor waited
 // for the leader Lease to expire. The handlers only compute queue keys, which the
 // tombstone's last known object gives as well.
-func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.AddonManager, addonNames []string) error {
+//
+// The framework's informers of ManagedClusters and, when it serves one addon, of its
+// ManagedClusterAddOns are those of shared (the manager's cache, which holds the same
+// objects of those kinds: hubcache.Options), not copies of them: a thousand clusters'
+// addons and clusters, each held once. A nil shared gives the framework its own.
+func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.AddonManager, addonNames []string, shared crcache.Informers) error {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -112,6 +120,20 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	clusterInformers := clusterinformers.NewSharedInformerFactoryWithOptions(clusters, frameworkResync, clusterinformers.WithTransform(stripManagedFields))
 	dynamicInformers := dynamicinformer.NewDynamicSharedInformerFactory(dyn, frameworkResync)
 
+	addonsHanded := addonFactory{SharedInformerFactory: addonInformers, tweak: namedAddons(addonNames)}
+	clustersHanded := clusterFactory{SharedInformerFactory: clusterInformers}
+	if shared != nil {
+		var err error
+		if clustersHanded.clusters, err = sharedInformer(ctx, shared, &clusterv1.ManagedCluster{}); err != nil {
+			return err
+		}
+		if len(addonNames) == 1 {
+			if addonsHanded.addons, err = sharedInformer(ctx, shared, &addonv1beta1.ManagedClusterAddOn{}); err != nil {
+				return err
+			}
+		}
+	}
+
 	manifestWorks := workInformers.Work().V1().ManifestWorks()
 	if err := manifestWorks.Informer().AddIndexers(cache.Indexers{
 		index.ManifestWorkByAddon:           index.IndexManifestWorkByAddon,
@@ -120,13 +142,13 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	}); err != nil {
 		return err
 	}
-	if err := addonInformers.Addon().V1beta1().ManagedClusterAddOns().Informer().AddIndexers(cache.Indexers{
+	if err := addonsHanded.Addon().V1beta1().ManagedClusterAddOns().Informer().AddIndexers(cache.Indexers{
 		index.ManagedClusterAddonByNamespace: index.IndexManagedClusterAddonByNamespace,
 		index.AddonByConfig:                  index.IndexAddonByConfig,
 	}); err != nil {
 		return err
 	}
-	if err := addonInformers.Addon().V1beta1().ClusterManagementAddOns().Informer().AddIndexers(cache.Indexers{
+	if err := addonsHanded.Addon().V1beta1().ClusterManagementAddOns().Informer().AddIndexers(cache.Indexers{
 		index.ClusterManagementAddonByConfig: index.IndexClusterManagementAddonByConfig,
 	}); err != nil {
 		return err
@@ -135,8 +157,8 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	if err := mgr.StartWithInformers(ctx, works,
 		manifestWorkInformer{manifestWorks},
 		kubeFactory{kubeInformers, ofAddons},
-		addonFactory{addonInformers},
-		clusterFactory{clusterInformers},
+		addonsHanded,
+		clustersHanded,
 		dynamicFactory{dynamicInformers},
 	); err != nil {
 		return err
@@ -236,22 +258,50 @@ func (f kubeFactory) Certificates() certificates.Interface {
 
 type addonFactory struct {
 	addoninformers.SharedInformerFactory
+	tweak addoninternal.TweakListOptionsFunc
+	// addons, when set, is the informer of ManagedClusterAddOns to hand instead of the
+	// factory's.
+	addons cache.SharedIndexInformer
 }
 
 func (f addonFactory) InformerFor(obj runtime.Object, newFunc addoninternal.NewInformerFunc) cache.SharedIndexInformer {
+	if _, ok := obj.(*addonv1beta1.ManagedClusterAddOn); ok && f.addons != nil {
+		return withoutTombstones{f.addons}
+	}
 	return withoutTombstones{f.SharedInformerFactory.InformerFor(obj, newFunc)}
 }
 
 func (f addonFactory) Addon() addongroup.Interface {
-	return addongroup.New(f, metav1.NamespaceAll, nil)
+	return addongroup.New(f, metav1.NamespaceAll, f.tweak)
 }
 
 type clusterFactory struct {
 	clusterinformers.SharedInformerFactory
+	// clusters, when set, is the informer of ManagedClusters to hand instead of the
+	// factory's.
+	clusters cache.SharedIndexInformer
 }
 
 func (f clusterFactory) InformerFor(obj runtime.Object, newFunc clusterinternal.NewInformerFunc) cache.SharedIndexInformer {
+	if _, ok := obj.(*clusterv1.ManagedCluster); ok && f.clusters != nil {
+		return withoutTombstones{f.clusters}
+	}
 	return withoutTombstones{f.SharedInformerFactory.InformerFor(obj, newFunc)}
+}
+
+// sharedInformer returns the informer of obj's kind of the manager's cache, started and
+// synced, for the framework's controllers. Its objects are the cache's own: they read
+// them through listers and change copies, as they do the objects of their own informers.
+func sharedInformer(ctx context.Context, shared crcache.Informers, obj client.Object) (cache.SharedIndexInformer, error) {
+	informer, err := shared.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, fmt.Errorf("the manager's informer of %T: %w", obj, err)
+	}
+	i, ok := informer.(cache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the manager's informer of %T is a %T, not a SharedIndexInformer", obj, informer)
+	}
+	return i, nil
 }
 
 func (f clusterFactory) Cluster() clustergroup.Interface {

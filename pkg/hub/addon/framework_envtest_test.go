@@ -17,7 +17,8 @@ import (
 
 // TestFrameworkAddonInformersHoldTheAddonsOwn: against a real apiserver, the framework's
 // informers of ManagedClusterAddOns and ClusterManagementAddOns, narrowed by namedAddons
-// as StartFramework narrows them, hold the addon's own and not another addon's; with two
+// as StartFramework narrows them and built through the factory it hands the framework,
+// hold the addon's own and not another addon's; with two
 // addons served, they hold both.
 func TestFrameworkAddonInformersHoldTheAddonsOwn(t *testing.T) {
 	env := testenv.Start(t)
@@ -39,8 +40,11 @@ func TestFrameworkAddonInformersHoldTheAddonsOwn(t *testing.T) {
 		}
 	}
 	for _, served := range [][]string{{"argocd-pull"}, {"argocd-pull", "other"}} {
+		// As StartFramework builds them, and as the framework's controllers get them:
+		// through the factory it hands them.
 		factory := addoninformers.NewSharedInformerFactoryWithOptions(addons, 0, addoninformers.WithTweakListOptions(namedAddons(served)))
-		mcas, cmas := factory.Addon().V1beta1().ManagedClusterAddOns(), factory.Addon().V1beta1().ClusterManagementAddOns()
+		handed := addonFactory{SharedInformerFactory: factory, tweak: namedAddons(served)}
+		mcas, cmas := handed.Addon().V1beta1().ManagedClusterAddOns(), handed.Addon().V1beta1().ClusterManagementAddOns()
 		mcas.Informer()
 		cmas.Informer()
 		stop := make(chan struct{})

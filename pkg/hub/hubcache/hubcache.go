@@ -80,6 +80,9 @@ func NewScheme() (*runtime.Scheme, error) {
 //     and short values of the metadata held once (internKeys);
 //   - AppProjects of the Argo CD namespace only;
 //   - the ManagedClusterAddOns and the ClusterManagementAddOn named AddonName only;
+//     the addon framework's controllers read the cache's informers of ManagedClusters
+//     and ManagedClusterAddOns too (addon.StartFramework), so a transform of those kinds
+//     must keep what they read;
 //   - the ManifestWorks that carry the pull label only, which every work the addon
 //     renders has, each manifest in its CompactManifest form (a digest, and of an
 //     Application its operation) instead of its content, which is most of a work's size
