@@ -59,8 +59,9 @@ func namedAddons(addonNames []string) func(*metav1.ListOptions) {
 const frameworkResync = 10 * time.Minute
 
 // StartFramework starts the addon framework's controllers for the agents added to mgr,
-// addonNames, as mgr.Start does (the same informers, selectors and indexes), except that
-// no informer hands its event handlers a cache.DeletedFinalStateUnknown.
+// addonNames, as mgr.Start does (the same selectors, indexes and 10-minute syncs), except
+// that no informer hands its event handlers a cache.DeletedFinalStateUnknown, and that
+// the informers of ManagedClusters and ManagedClusterAddOns may be shared (below).
 //
 // An informer hands OnDelete such a tombstone for each object deleted while its watch
 // was down, when it learns of the deletion by relisting: after every restart of the hub's
@@ -75,7 +76,9 @@ const frameworkResync = 10 * time.Minute
 // The framework's informers of ManagedClusters and, when it serves one addon, of its
 // ManagedClusterAddOns are those of shared (the manager's cache, which holds the same
 // objects of those kinds: hubcache.Options), not copies of them: a thousand clusters'
-// addons and clusters, each held once. A nil shared gives the framework its own.
+// addons and clusters, each held once. Those informers resync every ten hours, so the
+// addons are synced every frameworkResync by resyncAddons instead. A nil shared gives
+// the framework its own.
 func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.AddonManager, addonNames []string, shared crcache.Informers) error {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -168,7 +171,35 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	addonInformers.Start(ctx.Done())
 	clusterInformers.Start(ctx.Done())
 	dynamicInformers.Start(ctx.Done())
+	if addonsHanded.addons != nil {
+		go func() {
+			tick := time.NewTicker(frameworkResync)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					resyncAddons(mgr, addonsHanded.addons.GetStore())
+				}
+			}
+		}()
+	}
 	return nil
+}
+
+// resyncAddons has the framework sync each ManagedClusterAddOn of addons, as the resync of
+// its own informer did every frameworkResync: the manager's informer, which it reads
+// instead, resyncs every ten hours, and the registration controller learns of its addons
+// from that informer only. Its sync grants each agent its hub permissions again
+// (AgentAddon.grantHubPermissions), which puts back a Role or RoleBinding that someone
+// else changed or deleted.
+func resyncAddons(mgr addonmanager.AddonManager, addons cache.Store) {
+	for _, obj := range addons.List() {
+		if addon, ok := obj.(*addonv1beta1.ManagedClusterAddOn); ok {
+			mgr.Trigger(addon.Namespace, addon.Name)
+		}
+	}
 }
 
 // stripAgentWork is the transform of the framework's informer of the addons'

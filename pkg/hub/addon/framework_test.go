@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	"open-cluster-management.io/addon-framework/pkg/agent"
 	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -145,5 +146,30 @@ func TestStripAgentWork(t *testing.T) {
 	a, b := first.(*workv1.ManifestWork).Spec.Workload.Manifests[1].Raw, second.(*workv1.ManifestWork).Spec.Workload.Manifests[1].Raw
 	if &a[0] != &b[0] {
 		t.Error("two works' equal manifests are two copies")
+	}
+}
+
+// triggers records the addons that the framework is asked to sync.
+type triggers struct {
+	addonmanager.AddonManager
+	keys []string
+}
+
+func (t *triggers) Trigger(cluster, addon string) { t.keys = append(t.keys, cluster+"/"+addon) }
+
+// TestResyncAddonsSyncsEachAddon: each ManagedClusterAddOn of the shared informer is
+// handed to the framework's controllers, as its own informer's resync did.
+func TestResyncAddonsSyncsEachAddon(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, cluster := range []string{"c1", "c2"} {
+		if err := store.Add(&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: "argocd-pull"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got triggers
+	resyncAddons(&got, store)
+	slices.Sort(got.keys)
+	if want := []string{"c1/argocd-pull", "c2/argocd-pull"}; !slices.Equal(got.keys, want) {
+		t.Errorf("synced %v, want %v", got.keys, want)
 	}
 }
