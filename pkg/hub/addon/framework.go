@@ -54,6 +54,10 @@ func namedAddons(addonNames []string) func(*metav1.ListOptions) {
 	}
 }
 
+// stripManagedFields is the transform of the informers of the framework and of the
+// agents' hub RBAC that keep objects whole but their managed fields.
+var stripManagedFields = crcache.TransformStripManagedFields()
+
 // frameworkResync is the resync period of the framework's informers, as its own Start
 // sets it.
 const frameworkResync = 10 * time.Minute
@@ -113,7 +117,6 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	// reads: they are a third or more of a ManagedCluster or a ManagedClusterAddOn that
 	// several managers write (every addon's, on an ACM hub), and an update of an object
 	// without them keeps the stored ones.
-	stripManagedFields := crcache.TransformStripManagedFields()
 	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kube, frameworkResync,
 		kubeinformers.WithTweakListOptions(ofAddons), kubeinformers.WithTransform(stripManagedFields))
 	workInformers := workinformers.NewSharedInformerFactoryWithOptions(works, frameworkResync,

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
-	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
@@ -50,7 +49,7 @@ func newHubRBACCache(kube kubernetes.Interface, name string) (*hubRBACCache, err
 // every cluster's agent, once (hubcache.SharedPolicyRules). It is idempotent, as client-go
 // asks of a transform.
 func stripHubRBAC(obj any) (any, error) {
-	obj, err := crcache.TransformStripManagedFields()(obj)
+	obj, err := stripManagedFields(obj)
 	if role, ok := obj.(*rbacv1.Role); ok && err == nil {
 		role.Rules = hubcache.SharedPolicyRules(role.Rules)
 	}

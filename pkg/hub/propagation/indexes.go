@@ -35,22 +35,20 @@ const (
 // cluster, through the namespace index and indexApplicationByCluster.
 
 func registerIndexes(ctx context.Context, c cache.Cache) error {
-	// The works of an Application, in whichever namespace: one work each.
-	if err := hubcache.IndexAcrossNamespaces(ctx, c, &workv1.ManifestWork{}, indexWorkByApplication, func(obj client.Object) []string {
-		if key, ok := argoapp.ApplicationOfWork(obj); ok {
-			return []string{key.String()}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	// The Applications of a cluster, and of an AppProject (whose Applications may be in
-	// any namespace).
+	// The works of an Application, in whichever namespace (one work each); the
+	// Applications of a cluster, and of an AppProject (whose Applications may be in any
+	// namespace).
 	indexes := []struct {
 		obj     client.Object
 		field   string
 		extract client.IndexerFunc
 	}{
+		{&workv1.ManifestWork{}, indexWorkByApplication, func(obj client.Object) []string {
+			if key, ok := argoapp.ApplicationOfWork(obj); ok {
+				return []string{key.String()}
+			}
+			return nil
+		}},
 		{argoapp.NewApplication(), indexApplicationByCluster, func(obj client.Object) []string {
 			if cluster := obj.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]; cluster != "" {
 				return []string{cluster}
