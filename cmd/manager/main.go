@@ -56,7 +56,7 @@ func main() {
 	var qps float64
 	flag.Float64Var(&qps, "kube-api-qps", float64(opts.KubeAPIQPS), "requests per second of each of the manager's clients to the hub apiserver; negative: no client-side limit")
 	flag.IntVar(&opts.KubeAPIBurst, "kube-api-burst", opts.KubeAPIBurst, "burst of requests of each of the manager's clients to the hub apiserver")
-	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "the pace of the writes of one MulticlusterApplicationSetReport: after two writes in a row, one per interval; changes in between go into the next write")
+	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "the pace of the writes of one MulticlusterApplicationSetReport: after five writes in a row, one per interval; changes in between go into the next write")
 	flag.Int64Var(&opts.ReportBudgetBytes, "report-budget-bytes", opts.ReportBudgetBytes,
 		"the most bytes one MulticlusterApplicationSetReport may take as JSON, metadata included; a report over it loses detail (its counts stay exact) and says so in statuses.summary.truncated")
 	var compression string

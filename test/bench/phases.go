@@ -207,10 +207,14 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	profiles := profileCPU(ctx, hub, manager, "p2")
 	rng := rand.New(rand.NewPCG(1, 2))
 	var lastCluster string
+	// Each change's latencies, kept in the run folder (p2-changes.tsv): a slow report
+	// change next to the earlier changes of the same ApplicationSet shows the pace.
+	changes := []string{"change\tcluster\tapplicationset\tapp_ms\treport_ms"}
 	for i := range r.Scale.Changes {
 		cluster := clusters[rng.IntN(len(clusters))]
 		lastCluster = cluster
-		app := sim.ApplicationName(appSets[rng.IntN(len(appSets))].GetName(), cluster)
+		appSet := appSets[rng.IntN(len(appSets))].GetName()
+		app := sim.ApplicationName(appSet, cluster)
 		standIns.Inject(cluster, app, argoapp.Condition{Type: "SyncError", Message: changeMessage(i, time.Now())})
 		err := waitFor(ctx, 30*time.Second, func() (bool, error) {
 			return appWatch.Seen(i) && reportWatch.Seen(i), nil
@@ -219,7 +223,11 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 			r.ChangesLost = append(r.ChangesLost, fmt.Sprintf("change %d on %s/%s: seen on the app %t, in the report %t",
 				i, cluster, app, appWatch.Seen(i), reportWatch.Seen(i)))
 		}
+		appLatency, _ := appWatch.Latency(i)
+		reportLatency, _ := reportWatch.Latency(i)
+		changes = append(changes, fmt.Sprintf("%d\t%s\t%s\t%d\t%d", i, cluster, appSet, appLatency.Milliseconds(), reportLatency.Milliseconds()))
 	}
+	_ = os.WriteFile(filepath.Join(hub.Dir, "p2-changes.tsv"), []byte(strings.Join(changes, "\n")+"\n"), 0o644)
 	after, err := hub.RequestCounts(ctx)
 	if err != nil {
 		return err

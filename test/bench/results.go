@@ -300,8 +300,9 @@ runs the real agent binary against a second apiserver. The whole run took %s.
 - **P2** changes the report of one random cluster's agent at a time: an Argo CD SyncError
   whose message carries the change's number and timestamp. Two watches, on the hub
   Applications and on the MulticlusterApplicationSetReports, record when each first shows
-  it. Latency = seen - timestamp, in one process clock. CPU profiles of the manager and
-  of the kube-apiserver over its first 25 s are kept in the run folder
+  it. Latency = seen - timestamp, in one process clock. Each change's cluster,
+  ApplicationSet and latencies are kept in the run folder (p2-changes.tsv), and CPU
+  profiles of the manager and of the kube-apiserver over its first 25 s
   (manager-p2-cpu.pb.gz, apiserver-p2-cpu.pb.gz).
 - **P3** is the manager's VmHWM (peak resident set) at the end of P1, P2 and P4, and its
   Go heap right after a forced garbage collection (close to the live heap). The manager runs

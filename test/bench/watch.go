@@ -89,6 +89,14 @@ func (w *changeWatcher) Seen(id int) bool {
 	return ok
 }
 
+// Latency returns the latency of the change id, and whether it was seen.
+func (w *changeWatcher) Latency(id int) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, ok := w.seen[id]
+	return d, ok
+}
+
 // Latencies returns the latency of every change seen, sorted.
 func (w *changeWatcher) Latencies() []time.Duration {
 	w.mu.Lock()

@@ -519,9 +519,9 @@ func TestReportController(t *testing.T) {
 		g := newG(t)
 		before := int64(writes.Succeeded())
 		start := time.Now()
-		// Ten changes of one cluster's feedback, faster than the write interval, ending
-		// where they started.
-		for i := range 10 {
+		// Four times the burst of changes of one cluster's feedback, faster than the
+		// write interval, ending where they started.
+		for i := range 4 * writeBurst {
 			health := []string{"Healthy", "Degraded"}[i%2]
 			setFeedback("cluster1", feedback{health, "Synced", "Running"}, fmt.Sprintf("burst %d", i))
 		}
@@ -536,7 +536,7 @@ func TestReportController(t *testing.T) {
 		// Consistently below included), and one for the last change.
 		maxWrites := int64(writeBurst) + int64((elapsed+1500*time.Millisecond)/opts.WriteInterval) + 1
 		g.Consistently(func() int64 { return int64(writes.Succeeded()) - before }, 1500*time.Millisecond, 100*time.Millisecond).
-			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of 11 changes in %s", elapsed)
+			Should(gomega.BeNumerically("<=", maxWrites), "writes for a burst of %d changes in %s", 4*writeBurst+1, elapsed)
 	})
 
 	t.Run("on a CRD that declares only the documented fields (ACM's), the report still applies, exact", func(t *testing.T) {

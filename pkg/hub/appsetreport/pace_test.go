@@ -19,9 +19,11 @@ func TestWritePace(t *testing.T) {
 	if wait := r.untilWritable(key); wait != 0 {
 		t.Fatalf("a report never written waits %v", wait)
 	}
-	r.wrote(key, 10*time.Millisecond, false)
-	if wait := r.untilWritable(key); wait != 0 {
-		t.Errorf("the write after a first one waits %v, want none (burst of %d)", wait, writeBurst)
+	for i := 1; i < writeBurst; i++ {
+		r.wrote(key, 10*time.Millisecond, false)
+		if wait := r.untilWritable(key); wait != 0 {
+			t.Errorf("write %d in a row waits %v, want none (burst of %d)", i+1, wait, writeBurst)
+		}
 	}
 	r.wrote(key, 10*time.Millisecond, false)
 	if wait := r.untilWritable(key); !near(wait, interval) {
@@ -30,8 +32,9 @@ func TestWritePace(t *testing.T) {
 
 	// A write that took long spaces the next by writeCostFactor times its duration.
 	slow := types.NamespacedName{Namespace: "argocd", Name: "fleet"}
-	r.wrote(slow, 300*time.Millisecond, false)
-	r.wrote(slow, 300*time.Millisecond, false)
+	for range writeBurst {
+		r.wrote(slow, 300*time.Millisecond, false)
+	}
 	if wait := r.untilWritable(slow); !near(wait, writeCostFactor*300*time.Millisecond) {
 		t.Errorf("after slow writes the next waits %v, want about %v", wait, writeCostFactor*300*time.Millisecond)
 	}
@@ -40,9 +43,11 @@ func TestWritePace(t *testing.T) {
 	p := r.pace[key]
 	p.at = p.at.Add(-10 * interval)
 	r.pace[key] = p
-	r.wrote(key, 10*time.Millisecond, false)
-	if wait := r.untilWritable(key); wait != 0 {
-		t.Errorf("a report quiet for 10 intervals, written once, waits %v", wait)
+	for i := 1; i < writeBurst; i++ {
+		r.wrote(key, 10*time.Millisecond, false)
+		if wait := r.untilWritable(key); wait != 0 {
+			t.Errorf("a report quiet for 10 intervals, written %d times, waits %v", i, wait)
+		}
 	}
 	r.wrote(key, 10*time.Millisecond, false)
 	if wait := r.untilWritable(key); wait == 0 {
