@@ -60,11 +60,11 @@ func TestTruncationEvents(t *testing.T) {
 		})
 	}
 	// A report that goes (its ApplicationSet deleted) is forgotten.
-	r := &reconciler{recorder: events.NewFakeRecorder(10), opts: Options{BudgetBytes: 1 << 20, WriteInterval: -1},
+	r := &reconciler{recorder: events.NewFakeRecorder(10), opts: Options{BudgetBytes: 1 << 20, WriteInterval: -1}, written: map[types.NamespacedName]string{},
 		truncated: map[types.NamespacedName]bool{}, pace: map[types.NamespacedName]writePace{}}
 	key := types.NamespacedName{Namespace: "openshift-gitops", Name: "guestbook"}
 	r.swapTruncated(key, true, false)
-	r.wrote(key, 0, true)
+	r.wrote(key, 0, "", true)
 	if len(r.truncated) != 0 {
 		t.Errorf("a deleted report is remembered: %v", r.truncated)
 	}
