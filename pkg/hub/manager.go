@@ -245,7 +245,8 @@ func (o Options) Validate() error {
 
 // CacheScope is what the manager's cache keeps (hubcache.Options).
 func (o Options) CacheScope() hubcache.Scope {
-	return hubcache.Scope{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces}
+	return hubcache.Scope{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
+		ReportFieldManager: appsetreport.FieldManager}
 }
 
 // PropagationOptions are the options of the propagation controllers.

@@ -189,7 +189,7 @@ func TestReportOfTwoThousandClustersStaysWithinItsBudget(t *testing.T) {
 	t.Logf("at full detail: %d bytes, refused: %v", uncutBytes, err)
 
 	decoder := observed.NewDecoder()
-	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces}
+	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces, ReportFieldManager: FieldManager}
 	testenv.StartManager(t, env, scope, &testenv.WriteLog{}, func(mgr ctrl.Manager, c client.Client) error {
 		return Setup(mgr, c, decoder, opts)
 	})

@@ -44,8 +44,21 @@ import (
 // ControllerName names the ApplicationSet report controller: its logs, metrics and Events.
 const ControllerName = "argocd-pull-report"
 
+// kindReport is the kind of the reports.
+const kindReport = "MulticlusterApplicationSetReport"
+
 // FieldManager is the server-side apply field manager of the reports.
 const FieldManager = ControllerName
+
+// Annotations this controller writes on each report, beside its statuses: the manager
+// caches the reports as metadata only (hubcache), and reads in them what it wrote.
+const (
+	// AnnotationStatusesDigest is the statusesDigest of the statuses written.
+	AnnotationStatusesDigest = "argocd-pull.open-cluster-management.io/statuses-digest"
+	// AnnotationTruncated is "true" on a report cut to its budget; the served schema may
+	// prune summary.truncated (an ACM hub), never an annotation.
+	AnnotationTruncated = "argocd-pull.open-cluster-management.io/truncated"
+)
 
 // ReasonInvalidAgentReport is the reason of the Warning Event on a ManagedClusterAddOn
 // whose agent report (or part of it) cannot be decoded.
@@ -173,7 +186,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(argoapp.NewApplicationSet(), builder.WithPredicates(r.inNamespaces(), uidChanged)).
-		Watches(&appsv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{},
+		Watches(&appsv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{}, builder.OnlyMetadata,
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}, r.notOwnWrite())).
 		Watches(argoapp.NewApplication(), handler.EnqueueRequestsFromMapFunc(mapApplication),
 			builder.WithPredicates(applicationMembershipChanged)).
@@ -277,7 +290,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("leaving the report to the pull controller that serves the ApplicationSet's Applications", "report", req)
 		return ctrl.Result{}, nil
 	}
-	current := &appsv1alpha1.MulticlusterApplicationSetReport{}
+	current := &metav1.PartialObjectMetadata{}
+	current.SetGroupVersionKind(appsv1alpha1.GroupVersion.WithKind(kindReport))
 	err = r.client.Get(ctx, req.NamespacedName, current)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("get report %s: %w", req, err)
@@ -307,8 +321,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	truncated := cut.Summary.Truncated
-	storedTruncated := exists && current.Statuses.Summary.Truncated != nil
-	if exists && reportUpToDate(current, appSet, statuses) {
+	storedTruncated := exists && current.Annotations[AnnotationTruncated] == "true"
+	digest, err := statusesDigest(statuses)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("digest report %s: %w", req, err)
+	}
+	if exists && reportUpToDate(current, appSet, digest, truncated != nil) {
 		r.swapTruncated(req.NamespacedName, truncated != nil, storedTruncated)
 		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
@@ -318,7 +336,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// body holds only what the served schema declares (served.fit), so the apiserver's
 	// field validation, by default a second, strict YAML parse of the whole body (up to
 	// the budget), would find nothing: it is skipped.
-	body, err := reportApplyBody(req.NamespacedName, appSet, statuses)
+	body, err := reportApplyBody(req.NamespacedName, appSet, statuses, digest, truncated != nil)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -377,12 +395,27 @@ func (r *reconciler) recordTruncation(ctx context.Context, key types.NamespacedN
 	}
 }
 
-// reportUpToDate reports whether the report already holds statuses (the cache holds
-// their digest: hubcache.SameReportStatuses), its ApplicationSet label and its owner.
-func reportUpToDate(current *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) bool {
-	return hubcache.SameReportStatuses(current, statuses) &&
-		current.Labels[appsv1alpha1.LabelHostingApplicationSet] == HostingApplicationSetLabelValue(appSet.GetNamespace(), appSet.GetName()) &&
+// reportUpToDate reports whether the report, as the cache holds it (its metadata),
+// already holds the statuses of digest (as this controller wrote them, and no other
+// writer changed them since: hubcache.ReportOtherWriterAnnotation), whether it is cut,
+// its ApplicationSet label and its owner.
+func reportUpToDate(current client.Object, appSet *unstructured.Unstructured, digest string, truncated bool) bool {
+	annotations := current.GetAnnotations()
+	return annotations[AnnotationStatusesDigest] == digest && annotations[hubcache.ReportOtherWriterAnnotation] == "" &&
+		(annotations[AnnotationTruncated] == "true") == truncated &&
+		current.GetLabels()[appsv1alpha1.LabelHostingApplicationSet] == HostingApplicationSetLabelValue(appSet.GetNamespace(), appSet.GetName()) &&
 		isOwnedBy(current, appSet)
+}
+
+// statusesDigest is the digest of the JSON encoding of a report's statuses, but for
+// their lastUpdateTime, which changes with every write.
+func statusesDigest(statuses appsv1alpha1.AppConditions) (string, error) {
+	statuses.LastUpdateTime = nil
+	raw, err := json.Marshal(statuses)
+	if err != nil {
+		return "", err
+	}
+	return hubcache.DigestOf(raw), nil
 }
 
 // reportApply is a report as this controller applies it: the fields it owns, and no
@@ -397,21 +430,27 @@ type reportApplyMetadata struct {
 	Name            string                  `json:"name"`
 	Namespace       string                  `json:"namespace"`
 	Labels          map[string]string       `json:"labels"`
+	Annotations     map[string]string       `json:"annotations"`
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
 }
 
 // reportApplyBody is the apply request of the report of the ApplicationSet key with
-// statuses: its label, its owner and the statuses, encoded from the typed report (a
-// report of a thousand clusters is up to a megabyte, several times that as an
-// unstructured object).
-func reportApplyBody(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions) ([]byte, error) {
+// statuses of digest, cut to the budget or not: its label, its annotations, its owner
+// and the statuses, encoded from the typed report (a report of a thousand clusters is up
+// to a megabyte, several times that as an unstructured object).
+func reportApplyBody(key types.NamespacedName, appSet *unstructured.Unstructured, statuses appsv1alpha1.AppConditions, digest string, truncated bool) ([]byte, error) {
+	annotations := map[string]string{AnnotationStatusesDigest: digest}
+	if truncated {
+		annotations[AnnotationTruncated] = "true"
+	}
 	report := &appsv1alpha1.MulticlusterApplicationSetReport{}
 	setOwner(report, appSet)
 	data, err := json.Marshal(reportApply{
-		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
+		TypeMeta: metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: kindReport},
 		Metadata: reportApplyMetadata{
 			Name: key.Name, Namespace: key.Namespace,
 			Labels:          map[string]string{appsv1alpha1.LabelHostingApplicationSet: HostingApplicationSetLabelValue(key.Namespace, key.Name)},
+			Annotations:     annotations,
 			OwnerReferences: report.OwnerReferences,
 		},
 		Statuses: statuses,
@@ -423,10 +462,10 @@ func reportApplyBody(key types.NamespacedName, appSet *unstructured.Unstructured
 }
 
 // reportEnvelopeBytes is what the report of the ApplicationSet key takes as applied
-// besides its statuses (apiVersion, kind, name, namespace, label and owner), plus
-// MetadataReserveBytes for what the apiserver adds.
+// besides its statuses (apiVersion, kind, name, namespace, label, annotations, at their
+// longest, and owner), plus MetadataReserveBytes for what the apiserver adds.
 func reportEnvelopeBytes(key types.NamespacedName, appSet *unstructured.Unstructured) (int, error) {
-	data, err := reportApplyBody(key, appSet, appsv1alpha1.AppConditions{})
+	data, err := reportApplyBody(key, appSet, appsv1alpha1.AppConditions{}, hubcache.DigestOf(nil), true)
 	if err != nil {
 		return 0, err
 	}
@@ -538,8 +577,8 @@ func setOwner(report *appsv1alpha1.MulticlusterApplicationSetReport, appSet *uns
 	report.OwnerReferences = append(refs, owner)
 }
 
-func isOwnedBy(report *appsv1alpha1.MulticlusterApplicationSetReport, appSet *unstructured.Unstructured) bool {
-	return slices.ContainsFunc(report.OwnerReferences, func(ref metav1.OwnerReference) bool {
+func isOwnedBy(report client.Object, appSet *unstructured.Unstructured) bool {
+	return slices.ContainsFunc(report.GetOwnerReferences(), func(ref metav1.OwnerReference) bool {
 		return ref.UID == appSet.GetUID()
 	})
 }

@@ -89,7 +89,7 @@ func TestReportController(t *testing.T) {
 		BudgetBytes: defaultBudgetBytes}
 	decoder := observed.NewDecoder()
 	writes := &testenv.WriteLog{}
-	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces}
+	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces, ReportFieldManager: FieldManager}
 	testenv.StartManager(t, env, scope, writes, func(mgr ctrl.Manager, c client.Client) error {
 		return Setup(mgr, c, decoder, opts)
 	})
@@ -513,6 +513,31 @@ func TestReportController(t *testing.T) {
 			g.Expect(int64(writes.Succeeded())).To(gomega.Equal(before))
 			g.Expect(getReport(g).ResourceVersion).To(gomega.Equal(rv))
 		}, 2*time.Second, 100*time.Millisecond).Should(gomega.Succeed())
+	})
+
+	t.Run("another writer's change to the statuses is undone, in one write", func(t *testing.T) {
+		g := newG(t)
+		want := getReport(g)
+		g.Expect(want.Annotations).To(gomega.HaveKeyWithValue(AnnotationStatusesDigest, gomega.HavePrefix("sha256:")),
+			"the controller writes the digest it compares with")
+		wantEntry := entry(g, want, "cluster2")
+		// Another field manager edits cluster2's entry, as kubectl edit would.
+		edited := want.DeepCopy()
+		for i := range edited.Statuses.ClusterConditions {
+			if edited.Statuses.ClusterConditions[i].Cluster == "cluster2" {
+				edited.Statuses.ClusterConditions[i].SyncStatus = "Edited"
+			}
+		}
+		before := int64(writes.Succeeded())
+		g.Expect(c.Patch(ctx, edited, client.MergeFrom(want), client.FieldOwner("kubectl-edit"))).To(gomega.Succeed())
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(entry(g, getReport(g), "cluster2")).To(gomega.Equal(wantEntry))
+		}).Should(gomega.Succeed())
+		// Undone in one write, and no write after it: the edit's field manager keeps no
+		// field of the statuses newer than the controller's write.
+		written := func() int64 { return int64(writes.Succeeded()) - before }
+		g.Eventually(written).Should(gomega.Equal(int64(1)))
+		g.Consistently(written, 3*opts.WriteInterval, 100*time.Millisecond).Should(gomega.Equal(int64(1)))
 	})
 
 	t.Run("a burst of changes is written at most once per interval", func(t *testing.T) {

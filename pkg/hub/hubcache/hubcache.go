@@ -5,6 +5,7 @@
 package hubcache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -50,6 +51,9 @@ type Scope struct {
 	// WatchNamespaces are the only namespaces whose Applications and ApplicationSets are
 	// cached; empty means all namespaces.
 	WatchNamespaces []string
+	// ReportFieldManager is the field manager of the report controller's applies: the
+	// cache tells another writer of a report's statuses from it. Empty, it names none.
+	ReportFieldManager string
 }
 
 // NewScheme returns the scheme of every type the hub controllers read or write:
@@ -94,10 +98,11 @@ func NewScheme() (*runtime.Scheme, error) {
 //     what the hub does not show: the tree's nodes and the resources' images
 //     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
 //     not with their trees;
-//   - of each MulticlusterApplicationSetReport, its summary and a digest of its statuses
-//     (ReportStatusesDigest) instead of them: a report of a thousand clusters is up to
-//     its byte budget (1 MiB), and the report controller, its only reader, compares
-//     what it would write with it (SameReportStatuses);
+//   - of each MulticlusterApplicationSetReport, its metadata only, which the apiserver
+//     sends alone (a metadata watch): a report of a thousand clusters is up to its byte
+//     budget (1 MiB), and the report controller, its only reader, compares what it would
+//     write with the digest it wrote in an annotation; from the managed fields, dropped,
+//     the name of another writer of the statuses (reportMetadata);
 //   - no object's managedFields, which no controller reads: without them the cache of
 //     10,000 Applications and their works is a fraction of the size.
 //
@@ -124,7 +129,7 @@ func Options(scope Scope) cache.Options {
 			&addonv1beta1.ClusterManagementAddOn{}:           {Field: byName},
 			&workv1.ManifestWork{}:                           {Label: labels.NewSelector().Add(*pulled), Transform: stripWork},
 			&statusv1alpha1.ApplicationStatusSlice{}:         {Label: ownSlices, Transform: stripSlice},
-			&appsv1alpha1.MulticlusterApplicationSetReport{}: {Transform: stripReport},
+			&appsv1alpha1.MulticlusterApplicationSetReport{}: {Transform: reportMetadata(scope.ReportFieldManager)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -138,8 +143,8 @@ func withTransform(b cache.ByObject, transform toolscache.TransformFunc) cache.B
 // digestPrefix starts a ResourcesDigest and the digest of a CompactManifest.
 const digestPrefix = "sha256:"
 
-// digestOf is the digest of JSON-encoded content.
-func digestOf(encoded []byte) string {
+// DigestOf is the digest of JSON-encoded content.
+func DigestOf(encoded []byte) string {
 	sum := sha256.Sum256(encoded)
 	return digestPrefix + hex.EncodeToString(sum[:])
 }
@@ -154,7 +159,7 @@ func ResourcesDigest(resources []any) string {
 	if err != nil {
 		return "" // never equal to a digest
 	}
-	return digestOf(raw)
+	return DigestOf(raw)
 }
 
 // SameResources reports whether status.resources of an Application, as the cache holds
@@ -422,7 +427,7 @@ func CompactManifest(raw []byte) []byte {
 	if err != nil {
 		return raw
 	}
-	compact := map[string]any{ManifestDigestKey: digestOf(canonical)}
+	compact := map[string]any{ManifestDigestKey: DigestOf(canonical)}
 	if kind, ok := object["kind"]; ok {
 		compact["kind"] = kind
 	}
@@ -513,56 +518,60 @@ func internSliceApp(app *statusv1alpha1.AppStatus) {
 	app.TreeSource = statusv1alpha1.TreeSource(intern(string(app.TreeSource)))
 }
 
-// ReportDigestAnnotation is the annotation at which the manager's cache holds the
-// ReportStatusesDigest of a report, in place of its statuses. The apiserver never holds it.
-const ReportDigestAnnotation = "argocd-pull.open-cluster-management.io/statuses-digest"
+// ReportOtherWriterAnnotation is the annotation at which the manager's cache holds,
+// on a report, the field manager of another writer of its statuses since the report
+// controller's last write (reportMetadata). The apiserver never holds it.
+const ReportOtherWriterAnnotation = "argocd-pull.open-cluster-management.io/statuses-other-writer"
 
-// ReportStatusesDigest is the digest of the JSON encoding of a report's statuses, but for
-// their lastUpdateTime, which changes with every write.
-func ReportStatusesDigest(statuses appsv1alpha1.AppConditions) string {
-	statuses.LastUpdateTime = nil
-	raw, err := json.Marshal(statuses)
-	if err != nil {
-		return "" // never equal to a digest
-	}
-	return digestOf(raw)
-}
-
-// SameReportStatuses reports whether a report, as the cache holds it (a digest) or as the
-// apiserver returns it (whole), has statuses, but for their lastUpdateTime.
-func SameReportStatuses(current *appsv1alpha1.MulticlusterApplicationSetReport, statuses appsv1alpha1.AppConditions) bool {
-	want := ReportStatusesDigest(statuses)
-	if digest, ok := reportDigest(current); ok {
-		return digest == want
-	}
-	return ReportStatusesDigest(current.Statuses) == want
-}
-
-// reportDigest returns the digest that stripReport left on a report in place of its
-// statuses, if it did.
-func reportDigest(r *appsv1alpha1.MulticlusterApplicationSetReport) (string, bool) {
-	digest, ok := r.Annotations[ReportDigestAnnotation]
-	return digest, ok && strings.HasPrefix(digest, digestPrefix) && r.Statuses.Resources == nil && r.Statuses.ClusterConditions == nil
-}
-
-// stripReport keeps of a report its metadata but managed fields, its summary and its
-// lastUpdateTime, and the ReportStatusesDigest of its statuses at ReportDigestAnnotation.
-// It is idempotent, as client-go asks of a transform: a stripped report is left as it is.
-func stripReport(obj any) (any, error) {
-	r, ok := obj.(*appsv1alpha1.MulticlusterApplicationSetReport)
-	if !ok {
-		return obj, nil
-	}
-	if _, stripped := reportDigest(r); stripped {
+// reportMetadata returns the transform of the reports, which the cache holds as
+// metadata only (a report of a thousand clusters is up to its budget, 1 MiB): it drops
+// the managed fields, after it tells from them whether another field manager than
+// reportManager (the report controller's) wrote the statuses since that one last
+// applied them, and if so names it at ReportOtherWriterAnnotation. The report controller
+// finds its statuses' digest in an annotation it writes. It is idempotent, as client-go
+// asks of a transform: a report without managed fields is left as it is.
+func reportMetadata(reportManager string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		r, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok || r.ManagedFields == nil || reportManager == "" {
+			return cache.TransformStripManagedFields()(obj)
+		}
+		if other := otherStatusesWriter(r.ManagedFields, reportManager); other != "" {
+			annotations := make(map[string]string, len(r.Annotations)+1)
+			maps.Copy(annotations, r.Annotations)
+			annotations[ReportOtherWriterAnnotation] = other
+			r.Annotations = annotations
+		}
+		r.ManagedFields = nil
 		return r, nil
 	}
-	r.ManagedFields = nil
-	annotations := make(map[string]string, len(r.Annotations)+1)
-	maps.Copy(annotations, r.Annotations)
-	annotations[ReportDigestAnnotation] = ReportStatusesDigest(r.Statuses)
-	r.Annotations = annotations
-	r.Statuses = appsv1alpha1.AppConditions{Summary: r.Statuses.Summary, LastUpdateTime: r.Statuses.LastUpdateTime}
-	return r, nil
+}
+
+// otherStatusesWriter returns the first field manager other than the applies of
+// reportManager that owns a field of a report's statuses and wrote it no earlier than
+// reportManager last applied them (the times are to the second), or "". A writer
+// whose write reportManager's later apply has overridden keeps only the fields that
+// apply does not set, if any, with its older time: it is not named, so that the report
+// controller, which would write the same again, does not.
+func otherStatusesWriter(entries []metav1.ManagedFieldsEntry, reportManager string) string {
+	ours := func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == reportManager && e.Operation == metav1.ManagedFieldsOperationApply
+	}
+	var applied *metav1.Time
+	for _, e := range entries {
+		if ours(e) {
+			applied = e.Time
+		}
+	}
+	for _, e := range entries {
+		if ours(e) || e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.Raw, []byte(`"f:statuses"`)) {
+			continue
+		}
+		if applied == nil || e.Time == nil || !e.Time.Before(applied) {
+			return e.Manager
+		}
+	}
+	return ""
 }
 
 // NewClient returns a client that reads every object, Applications included, from the

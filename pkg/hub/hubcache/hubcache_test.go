@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
@@ -530,46 +529,58 @@ func TestSharedValuesSkipLargeOnes(t *testing.T) {
 	}
 }
 
-// TestStripReport: the cache keeps of a report its summary and a digest of its statuses,
-// which says whether the statuses the report controller would write are the ones stored,
-// whatever their lastUpdateTime; a report read from the apiserver compares whole.
-func TestStripReport(t *testing.T) {
-	stored := func() *appsv1alpha1.MulticlusterApplicationSetReport {
-		return &appsv1alpha1.MulticlusterApplicationSetReport{
-			ObjectMeta: metav1.ObjectMeta{Name: "guestbook", Namespace: "argocd", Annotations: map[string]string{"team": "web"},
-				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "argocd-pull"}}},
-			Statuses: appsv1alpha1.AppConditions{
-				Resources:         []appsv1alpha1.ResourceRef{{APIVersion: "v1", Kind: "Service", Name: "web"}},
-				ClusterConditions: []appsv1alpha1.ClusterCondition{{Cluster: "east", App: "guestbook-east", SyncStatus: "Synced"}},
-				Summary:           appsv1alpha1.ReportSummary{Clusters: "1", Synced: "1", Truncated: &appsv1alpha1.ReportTruncation{Clusters: 0}},
-				LastUpdateTime:    ptr.To(metav1.NewTime(time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC))),
-			},
-		}
+// TestReportMetadata: the cache keeps of a report its metadata without managed fields,
+// and names another writer of its statuses when that one wrote them no earlier than the
+// report controller last applied them; a writer the controller has overridden since, or
+// one of the metadata only, is not named.
+func TestReportMetadata(t *testing.T) {
+	const controller = "argocd-pull-report"
+	at := func(second int) *metav1.Time {
+		return ptr.To(metav1.NewTime(time.Date(2026, 11, 27, 1, 0, second, 0, time.UTC)))
 	}
-	written := stored().Statuses
-	written.LastUpdateTime = ptr.To(metav1.NewTime(time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)))
-	changed := stored().Statuses
-	changed.ClusterConditions = []appsv1alpha1.ClusterCondition{{Cluster: "east", App: "guestbook-east", SyncStatus: "OutOfSync"}}
-
-	if !SameReportStatuses(stored(), written) || SameReportStatuses(stored(), changed) {
-		t.Error("a report from the apiserver does not compare whole")
+	applied := func(second int) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: controller, Operation: metav1.ManagedFieldsOperationApply, Time: at(second),
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}},"f:statuses":{"f:summary":{}}}`)}}
 	}
-	obj, err := stripReport(stored())
-	if err != nil {
-		t.Fatal(err)
+	edited := func(manager string, second int, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: at(second),
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 	}
-	cached := obj.(*appsv1alpha1.MulticlusterApplicationSetReport)
-	if cached.Statuses.Resources != nil || cached.Statuses.ClusterConditions != nil || cached.ManagedFields != nil {
-		t.Errorf("the cache keeps the statuses or the managed fields: %+v", cached)
+	const statuses, labels = `{"f:statuses":{"f:clusterConditions":{}}}`, `{"f:metadata":{"f:labels":{"f:team":{}}}}`
+	report := func(entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "guestbook", Namespace: "argocd",
+			Annotations: map[string]string{"team": "web"}, ManagedFields: entries}}
 	}
-	if cached.Statuses.Summary.Truncated == nil || cached.Statuses.Summary.Clusters != "1" || cached.Annotations["team"] != "web" {
-		t.Errorf("the cache lost the summary or the annotations: %+v", cached)
-	}
-	if !SameReportStatuses(cached, written) || SameReportStatuses(cached, changed) {
-		t.Error("the digest does not say whether the statuses are the stored ones")
-	}
-	again, err := stripReport(cached.DeepCopy())
-	if err != nil || !equality.Semantic.DeepEqual(again, cached) {
-		t.Errorf("stripped twice:\n%+v\nonce:\n%+v", again, cached)
+	for _, c := range []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    string
+	}{
+		{"written by the controller only", []metav1.ManagedFieldsEntry{applied(10)}, ""},
+		{"statuses edited after the controller's write", []metav1.ManagedFieldsEntry{applied(10), edited("kubectl-edit", 12, statuses)}, "kubectl-edit"},
+		{"statuses edited in the same second", []metav1.ManagedFieldsEntry{applied(10), edited("kubectl-edit", 10, statuses)}, "kubectl-edit"},
+		{"an edit the controller has overridden since", []metav1.ManagedFieldsEntry{edited("kubectl-edit", 8, statuses), applied(10)}, ""},
+		{"labels only edited after the write", []metav1.ManagedFieldsEntry{applied(10), edited("kubectl-label", 12, labels)}, ""},
+		{"never written by the controller", []metav1.ManagedFieldsEntry{edited("acm-report", 8, statuses)}, "acm-report"},
+		{"an edit without a time", []metav1.ManagedFieldsEntry{applied(10), {Manager: "old", Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(statuses)}}}, "old"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj, err := reportMetadata(controller)(report(c.entries...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := obj.(*metav1.PartialObjectMetadata)
+			if cached.ManagedFields != nil || cached.Annotations["team"] != "web" {
+				t.Errorf("the cache keeps the managed fields or lost the annotations: %+v", cached.ObjectMeta)
+			}
+			if got := cached.Annotations[ReportOtherWriterAnnotation]; got != c.want {
+				t.Errorf("other writer %q, want %q", got, c.want)
+			}
+			again, err := reportMetadata(controller)(cached.DeepCopy())
+			if err != nil || !equality.Semantic.DeepEqual(again, cached) {
+				t.Errorf("transformed twice:\n%+v\nonce:\n%+v", again, cached)
+			}
+		})
 	}
 }
