@@ -43,3 +43,19 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="work.
 		t.Errorf("total without leases = %v, want 14", got)
 	}
 }
+
+func TestParseConsistencyChecks(t *testing.T) {
+	exposition := []byte(`# TYPE apiserver_storage_consistency_checks_total counter
+apiserver_storage_consistency_checks_total{group="argoproj.io",resource="applications",status="success"} 2
+apiserver_storage_consistency_checks_total{group="argoproj.io",resource="applications",status="error"} 1
+apiserver_storage_consistency_checks_total{group="",resource="pods",status="success"} 3
+apiserver_request_total{code="200",resource="pods",verb="GET"} 99
+`)
+	checks, err := parseCounts(exposition, "apiserver_storage_consistency_checks_total", func(labels map[string]string) string { return labels["resource"] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) != 2 || checks["applications"] != 3 || checks["pods"] != 3 {
+		t.Errorf("checks = %v, want applications 3, pods 3", checks)
+	}
+}

@@ -30,18 +30,53 @@ func (h *Hub) RequestCounts(ctx context.Context) (Requests, error) {
 // ReadRequestCounts reads apiserver_request_total from the /metrics of the apiserver
 // that kube talks to, as a client allowed to read it (an administrator).
 func ReadRequestCounts(ctx context.Context, kube kubernetes.Interface) (Requests, error) {
+	body, err := readMetrics(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	return parseRequestCounts(body)
+}
+
+// readMetrics reads the /metrics of the apiserver that kube talks to.
+func readMetrics(ctx context.Context, kube kubernetes.Interface) ([]byte, error) {
 	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the apiserver's metrics: %w", err)
 	}
-	return parseRequestCounts(body)
+	return body, nil
 }
 
 // parseRequestCounts sums the samples of apiserver_request_total in a Prometheus text
 // exposition by verb and resource.
 func parseRequestCounts(exposition []byte) (Requests, error) {
-	const metric = "apiserver_request_total{"
-	counts := Requests{}
+	return parseCounts(exposition, "apiserver_request_total", func(labels map[string]string) string {
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		return key
+	})
+}
+
+// ConsistencyChecks reads, from the hub apiserver's /metrics, how many watch-cache
+// consistency checks it has run, by resource (apiserver_storage_consistency_checks_total,
+// DetectCacheInconsistency, on by default since Kubernetes 1.34): each lists a resource
+// from etcd and decodes every object of it, once per 5 to 7.5 minutes per resource.
+func (h *Hub) ConsistencyChecks(ctx context.Context) (map[string]float64, error) {
+	body, err := readMetrics(ctx, h.Kube)
+	if err != nil {
+		return nil, err
+	}
+	return parseCounts(body, "apiserver_storage_consistency_checks_total", func(labels map[string]string) string {
+		return labels["resource"]
+	})
+}
+
+// parseCounts sums the samples of a counter in a Prometheus text exposition by the key
+// of their labels.
+func parseCounts(exposition []byte, counter string, key func(labels map[string]string) string) (map[string]float64, error) {
+	metric := counter + "{"
+	counts := map[string]float64{}
 	scanner := bufio.NewScanner(bytes.NewReader(exposition))
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
@@ -53,16 +88,11 @@ func parseRequestCounts(exposition []byte) (Requests, error) {
 		if end < 0 {
 			return nil, fmt.Errorf("malformed sample %q", line)
 		}
-		labels := parseLabels(line[len(metric):end])
 		value, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
 			return nil, fmt.Errorf("malformed sample %q: %w", line, err)
 		}
-		key := labels["verb"] + " " + labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
-			key += "/" + sub
-		}
-		counts[key] += value
+		counts[key(parseLabels(line[len(metric):end]))] += value
 	}
 	return counts, scanner.Err()
 }
