@@ -218,8 +218,8 @@ type reconciler struct {
 	// (notOwnWrite).
 	written map[types.NamespacedName]string
 	// truncated is whether each report was last seen or written cut to its budget, so
-	// that the Events say when a cut starts and ends, also where the served schema
-	// prunes summary.truncated (an ACM hub).
+	// that the Events say when a cut starts and ends, also before the cache has seen
+	// the last write.
 	truncated map[types.NamespacedName]bool
 }
 
@@ -357,7 +357,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // swapTruncated records whether the report of key is cut now, and returns whether it
 // was. Until this process has seen the report, it was cut when the stored report says
-// so (stored); an ACM hub prunes summary.truncated, and then it counts as not cut.
+// so (stored: AnnotationTruncated).
 func (r *reconciler) swapTruncated(key types.NamespacedName, now, stored bool) (was bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

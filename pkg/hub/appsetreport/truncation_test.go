@@ -12,8 +12,8 @@ import (
 
 // TestTruncationEvents checks when the ApplicationSet hears of its report's cut: when
 // it starts and when it ends, once, and never while it stays; before this process has
-// seen the report, the stored summary.truncated says whether it was cut, and where the
-// served schema prunes it (an ACM hub), the report counts as not cut.
+// seen the report, the stored report's annotation says whether it was cut, and while
+// the cache has not seen the last write, the process remembers it.
 func TestTruncationEvents(t *testing.T) {
 	cut := &appsv1alpha1.ReportTruncation{BudgetBytes: 1 << 20, Clusters: 3, Message: "To stay within its budget of 1048576 bytes, ..."}
 	// Each step: the report is cut now (or not), the stored report says it was (stored),
@@ -32,7 +32,7 @@ func TestTruncationEvents(t *testing.T) {
 		}},
 		{"a restart with a cut report on the hub announces nothing", []step{{true, true, ""}, {true, true, ""}}},
 		{"a restart with a complete report on the hub announces a cut", []step{{true, false, "Warning ReportTruncated " + cut.Message}}},
-		{"an ACM hub prunes summary.truncated: the process remembers", []step{
+		{"the cache lags the writes: the process remembers", []step{
 			{true, false, "Warning ReportTruncated " + cut.Message}, {true, false, ""}, {true, false, ""},
 			{false, false, "Normal ReportComplete The report fits its budget of 1048576 bytes again, at full detail."},
 		}},
