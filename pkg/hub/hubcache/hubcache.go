@@ -140,7 +140,8 @@ func withTransform(b cache.ByObject, transform toolscache.TransformFunc) cache.B
 	return b
 }
 
-// digestPrefix starts a ResourcesDigest and the digest of a CompactManifest.
+// digestPrefix starts every DigestOf: a ResourcesDigest, the digest of a
+// CompactManifest, the statuses' digest of a report.
 const digestPrefix = "sha256:"
 
 // DigestOf is the digest of JSON-encoded content.
@@ -536,10 +537,14 @@ func reportMetadata(reportManager string) toolscache.TransformFunc {
 		if !ok || r.ManagedFields == nil || reportManager == "" {
 			return cache.TransformStripManagedFields()(obj)
 		}
-		if other := otherStatusesWriter(r.ManagedFields, reportManager); other != "" {
-			annotations := make(map[string]string, len(r.Annotations)+1)
-			maps.Copy(annotations, r.Annotations)
-			annotations[ReportOtherWriterAnnotation] = other
+		other := otherStatusesWriter(r.ManagedFields, reportManager)
+		if _, stored := r.Annotations[ReportOtherWriterAnnotation]; stored || other != "" {
+			// Only the transform sets it: one stored by hand would look like a writer.
+			annotations := maps.Clone(r.Annotations)
+			delete(annotations, ReportOtherWriterAnnotation)
+			if other != "" {
+				annotations[ReportOtherWriterAnnotation] = other
+			}
 			r.Annotations = annotations
 		}
 		r.ManagedFields = nil

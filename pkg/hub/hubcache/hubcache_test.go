@@ -547,9 +547,10 @@ func TestReportMetadata(t *testing.T) {
 			FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 	}
 	const statuses, labels = `{"f:statuses":{"f:clusterConditions":{}}}`, `{"f:metadata":{"f:labels":{"f:team":{}}}}`
+	// A stored annotation of the transform's own name, set by hand, names no writer.
 	report := func(entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "guestbook", Namespace: "argocd",
-			Annotations: map[string]string{"team": "web"}, ManagedFields: entries}}
+			Annotations: map[string]string{"team": "web", ReportOtherWriterAnnotation: "set-by-hand"}, ManagedFields: entries}}
 	}
 	for _, c := range []struct {
 		name    string
