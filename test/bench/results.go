@@ -368,7 +368,6 @@ func perApp(requests sim.Requests, apps float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// listed is ": " and the requests, or nothing when there are none.
 // consistencyChecks says how many watch-cache consistency checks the apiserver ran, of
 // which resources.
 func consistencyChecks(checks map[string]float64) string {
@@ -384,6 +383,7 @@ func consistencyChecks(checks map[string]float64) string {
 	return fmt.Sprintf("%.0f watch-cache consistency checks of the apiserver meanwhile (%s)", total, strings.Join(each, ", "))
 }
 
+// listed is ": " and the requests, or nothing when there are none.
 func listed(requests sim.Requests) string {
 	if len(requests) == 0 {
 		return ""
