@@ -243,12 +243,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err != nil {
 		return err
 	}
-	r.ChangeConsistencyChecks = map[string]float64{}
-	for resource, n := range checksAfter {
-		if d := n - checksBefore[resource]; d > 0 {
-			r.ChangeConsistencyChecks[resource] = d
-		}
-	}
+	r.ChangeConsistencyChecks = sim.Increases(checksAfter, checksBefore)
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
 	for err := range profiles {
 		step("P2: a CPU profile was not taken: %v", err)

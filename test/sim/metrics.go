@@ -215,11 +215,19 @@ func requestKey(req *http.Request) (string, bool) {
 	return key, true
 }
 
+// WritesSince returns the write requests that r counts and before did not.
 func (r Requests) WritesSince(before Requests) Requests {
-	out := Requests{}
-	for key, n := range r {
+	return Requests(Increases(r, before)).Without(func(key string) bool {
 		verb, _, _ := strings.Cut(key, " ")
-		if d := n - before[key]; writeVerbs[verb] && d > 0 {
+		return !writeVerbs[verb]
+	})
+}
+
+// Increases returns, of each count in after that grew since before, by how much.
+func Increases(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for key, n := range after {
+		if d := n - before[key]; d > 0 {
 			out[key] = d
 		}
 	}
