@@ -532,10 +532,11 @@ const ReportOtherWriterAnnotation = "argocd-pull.open-cluster-management.io/stat
 // finds its statuses' digest in an annotation it writes. It is idempotent, as client-go
 // asks of a transform: a report without managed fields is left as it is.
 func reportMetadata(reportManager string) toolscache.TransformFunc {
+	stripManagedFields := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {
 		r, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok || r.ManagedFields == nil || reportManager == "" {
-			return cache.TransformStripManagedFields()(obj)
+			return stripManagedFields(obj)
 		}
 		other := otherStatusesWriter(r.ManagedFields, reportManager)
 		if _, stored := r.Annotations[ReportOtherWriterAnnotation]; stored || other != "" {
