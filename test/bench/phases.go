@@ -207,6 +207,11 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err != nil {
 		return err
 	}
+	// Where the time of a change goes, by the histograms of the manager and the apiserver.
+	stagesBefore, err := takeMetrics(ctx, hub, manager)
+	if err != nil {
+		return err
+	}
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	// Where the time of a change goes, in the manager and in the apiserver (go tool pprof
 	// <file>).
@@ -244,6 +249,13 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 		return err
 	}
 	r.ChangeConsistencyChecks = sim.Increases(checksAfter, checksBefore)
+	stagesAfter, err := takeMetrics(ctx, hub, manager)
+	if err != nil {
+		return err
+	}
+	if r.ChangeStages, err = stagesBetween(p2Stages, stagesBefore, stagesAfter); err != nil {
+		return err
+	}
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
 	for err := range profiles {
 		step("P2: a CPU profile was not taken: %v", err)
@@ -259,6 +271,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	}
 	step("P2: app p50 %s p99 %s; report p50 %s p99 %s; %s", percentile(r.AppLatencies, 50), percentile(r.AppLatencies, 99),
 		percentile(r.ReportLatencies, 50), percentile(r.ReportLatencies, 99), consistencyChecks(r.ChangeConsistencyChecks))
+	step("P2: where the time goes: %s", r.ChangeStages)
 	return nil
 }
 

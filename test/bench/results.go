@@ -63,9 +63,11 @@ type Results struct {
 	// ChangeConsistencyChecks are the apiserver's watch-cache consistency checks during
 	// P2, by resource.
 	ChangeConsistencyChecks map[string]float64
-	ChangeAgentWrites       int64
-	SteadyWrites            sim.Requests
-	SteadyStandInWrites     int64
+	// ChangeStages time the steps of the changes during P2 (p2Stages).
+	ChangeStages        stageTimes
+	ChangeAgentWrites   int64
+	SteadyWrites        sim.Requests
+	SteadyStandInWrites int64
 
 	// P3.
 	ManagerPeakRSS int64
@@ -206,6 +208,7 @@ func (r *Results) rows() []row {
 			r.StatusSettled.Round(100*time.Millisecond), r.Scale.ResourcesPerApp, r.HubSliceApps, r.HubSlices, r.HubTrees)},
 		{"P2 freshness, hub Application", "p99 ≤ 1 s", latencies(r.AppLatencies)},
 		{"P2 freshness, ApplicationSet report", "p99 ≤ 1 s", latencies(r.ReportLatencies) + "; " + consistencyChecks(r.ChangeConsistencyChecks)},
+		{"P2 where the time goes", "", r.ChangeStages.String()},
 		{"P3 manager peak RSS", "≤ 256 MiB", fmt.Sprintf("%s, %s after the manager started (its binary's pages at the end: %s; live Go heap at the end: %s; GOGC %d and GOMEMLIMIT %s as the chart sets them)",
 			mib(r.ManagerPeakRSS), r.ManagerPeakAt, mib(r.ManagerFileRSS), mib(r.ManagerLiveHeap), sim.ManagerGOGC, mib(sim.ManagerMemoryLimit))},
 		{"P4 writes per change", "", fmt.Sprintf("%.2f hub writes by the manager per report change", perChange)},
@@ -312,6 +315,15 @@ runs the real agent binary against a second apiserver. The whole run took %s.
   on by default since Kubernetes 1.34, each lists one resource from etcd and decodes
   all of it, every 5 to 7.5 minutes per resource, seconds of CPU at this size, and every
   write waits while it runs.
+- **P2 where the time goes** reads, before and after P2, the histograms of the processes
+  a change goes through: in the manager, the time each request waited in the queue of
+  the status mirror and of the report controller
+  (workqueue_queue_duration_seconds) and the time of their reconciles
+  (controller_runtime_reconcile_time_seconds, its write included); in the apiserver, the
+  time it took to handle each PATCH of an Application and each APPLY of a report
+  (apiserver_request_duration_seconds). Each quantile is the upper bound of the
+  histogram's bucket that holds it; the counts include the reconciles that found nothing
+  to write.
 - **P3** is the manager's VmHWM (peak resident set) at the end of P1, P2 and P4, and its
   Go heap right after a forced garbage collection (close to the live heap). The manager runs
   with GOGC (values goGC) and GOMEMLIMIT at the chart's memory limit, as the chart's

@@ -58,6 +58,9 @@ func parseRequestCounts(exposition []byte) (Requests, error) {
 	})
 }
 
+// Metrics reads the hub apiserver's /metrics, as a Prometheus text exposition.
+func (h *Hub) Metrics(ctx context.Context) ([]byte, error) { return readMetrics(ctx, h.Kube) }
+
 // ConsistencyChecks reads, from the hub apiserver's /metrics, how many watch-cache
 // consistency checks it has run, by resource (apiserver_storage_consistency_checks_total,
 // DetectCacheInconsistency, on by default since Kubernetes 1.34): each lists a resource
@@ -271,4 +274,74 @@ func (r Requests) String() string {
 		parts = append(parts, fmt.Sprintf("%s=%g", k, r[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Histogram is one Prometheus histogram, or the sum of several series of it: how many
+// observations fell at or under each bucket's upper bound.
+type Histogram struct {
+	// Bounds are the buckets' upper bounds, ascending, +Inf last.
+	Bounds []float64
+	// Counts are the cumulative counts of the buckets.
+	Counts []float64
+}
+
+// ParseHistogram sums the buckets of the series of histogram name (without _bucket)
+// whose labels match, in a Prometheus text exposition.
+func ParseHistogram(exposition []byte, name string, match func(labels map[string]string) bool) (Histogram, error) {
+	buckets, err := parseCounts(exposition, name+"_bucket", func(labels map[string]string) string {
+		if !match(labels) {
+			return ""
+		}
+		return labels["le"]
+	})
+	if err != nil {
+		return Histogram{}, err
+	}
+	delete(buckets, "")
+	counts := map[float64]float64{}
+	for le, count := range buckets {
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			return Histogram{}, fmt.Errorf("%s: malformed bucket bound %q", name, le)
+		}
+		counts[bound] += count
+	}
+	h := Histogram{Bounds: slices.Sorted(maps.Keys(counts))}
+	for _, bound := range h.Bounds {
+		h.Counts = append(h.Counts, counts[bound])
+	}
+	return h, nil
+}
+
+// Since returns the observations of h that before did not hold. A before without the
+// same buckets (no series yet) held none.
+func (h Histogram) Since(before Histogram) Histogram {
+	out := Histogram{Bounds: h.Bounds, Counts: slices.Clone(h.Counts)}
+	if slices.Equal(h.Bounds, before.Bounds) {
+		for i := range out.Counts {
+			out.Counts[i] -= before.Counts[i]
+		}
+	}
+	return out
+}
+
+// Total is the number of observations.
+func (h Histogram) Total() float64 {
+	if len(h.Counts) == 0 {
+		return 0
+	}
+	return h.Counts[len(h.Counts)-1]
+}
+
+// AtMost returns the upper bound of the bucket that holds quantile q (0 < q ≤ 1) of the
+// observations: q of them took at most that long. It is +Inf past the last finite
+// bound, and 0 without observations.
+func (h Histogram) AtMost(q float64) float64 {
+	rank := q * h.Total()
+	for i, count := range h.Counts {
+		if count > 0 && count >= rank {
+			return h.Bounds[i]
+		}
+	}
+	return 0
 }
