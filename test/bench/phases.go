@@ -207,7 +207,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err != nil {
 		return err
 	}
-	// Where the time of a change goes, by the histograms of the manager and the apiserver.
+	// The histograms of the steps a change goes through (p2Stages), before it.
 	stagesBefore, err := takeMetrics(ctx, hub, manager)
 	if err != nil {
 		return err

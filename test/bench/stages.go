@@ -102,7 +102,7 @@ func (t stageTimes) String() string {
 // seconds writes a bucket bound in seconds, or in milliseconds under one.
 func seconds(s float64) string {
 	switch {
-	case s > 1e300:
+	case math.IsInf(s, 1):
 		return "∞"
 	case s < 1:
 		return fmt.Sprintf("%g ms", math.Round(s*1e6)/1e3)
