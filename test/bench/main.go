@@ -43,6 +43,9 @@ import (
 // managerArgs are extra flags of the manager.
 var managerArgs stringList
 
+// apiserverArgs are extra flags of the hub apiserver; the results say so.
+var apiserverArgs stringList
+
 type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, " ") }
@@ -85,6 +88,7 @@ func main() {
 	agentResources := flag.Int("agent-resources", 0, "the managed resources of each local Application of P5 (default: the scale's)")
 	peer := flag.Bool("peer", false, "instead of the benchmarks, propagation only (no work agent, no stand-in agent), side by side: the upstream argocd-pull-integration "+peerVersion+" in basic mode, then this project's manager, each on a fresh hub; -out writes the comparison (make bench-peer: docs/benchmarks-peer.md)")
 	peerBin := flag.String("peer-bin", "", "with -peer: the upstream argocd-pull-integration binary to run (default: built from its Go module at "+peerVersion+" into .cache/peer)")
+	flag.Var(&apiserverArgs, "apiserver-arg", "an extra flag of the hub apiserver, e.g. -apiserver-arg=--feature-gates=DetectCacheInconsistency=false (repeatable), to tell what a figure owes to a default of Kubernetes; the results say so")
 	flag.Var(&managerArgs, "manager-arg", "an extra flag of the manager, e.g. -manager-arg=--concurrency=8 (repeatable); the default is the manager's own defaults")
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())

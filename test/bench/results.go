@@ -56,6 +56,10 @@ type Results struct {
 	RestartReady, RestartCaughtUp time.Duration
 	RestartWrites                 sim.Requests
 
+	// APIServerArgs and ManagerArgs are the run's extra flags of the hub apiserver and of
+	// the manager (-apiserver-arg, -manager-arg), if any.
+	APIServerArgs, ManagerArgs []string
+
 	// P2 and P4.
 	AppLatencies, ReportLatencies []time.Duration
 	ChangesLost                   []string
@@ -232,6 +236,7 @@ func (r *Results) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nscale %s: %d clusters, %d apps; %d cores, %d MiB; %s\n", r.Scale.Name, r.Scale.Clusters,
 		r.Scale.Clusters*r.Scale.ApplicationSets, r.Machine.Cores, r.Machine.MemoryMiB, r.Started.UTC().Format(time.RFC3339))
+	b.WriteString(r.extraFlags())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FIGURE\tTARGET\tRESULT")
 	for _, row := range r.rows() {
@@ -242,6 +247,22 @@ func (r *Results) Table() string {
 		fmt.Fprintf(&b, "wrong results:\n  %s\n", strings.Join(problems, "\n  "))
 	}
 	return b.String()
+}
+
+// extraFlags is a line naming the run's extra flags of the apiserver and the manager,
+// or nothing when it ran with the defaults.
+func (r *Results) extraFlags() string {
+	var each []string
+	if len(r.APIServerArgs) > 0 {
+		each = append(each, "the hub apiserver "+strings.Join(r.APIServerArgs, " "))
+	}
+	if len(r.ManagerArgs) > 0 {
+		each = append(each, "the manager "+strings.Join(r.ManagerArgs, " "))
+	}
+	if len(each) == 0 {
+		return ""
+	}
+	return "\nNot the defaults: extra flags of " + strings.Join(each, "; of ") + ".\n"
 }
 
 // Markdown is the results as docs/benchmarks.md.
@@ -266,11 +287,11 @@ pulled Application per cluster (%d Applications); the real addon-manager as a pr
 agent (publishes its report and its ApplicationStatusSlices with pkg/clusterreport,
 server-side, as pkg/spoke does: every app with %d resources and its resource tree). P5
 runs the real agent binary against a second apiserver. The whole run took %s.
-
+%s
 | Figure | Target | Result |
 |---|---|---|
 `, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.Cores, r.Machine.CPU, r.Machine.MemoryMiB, r.Machine.Go, r.Machine.Commit, r.LoadAverage,
-		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Scale.ResourcesPerApp, r.Duration.Round(time.Second))
+		r.Scale.Name, r.Scale.Clusters, r.Scale.ApplicationSets, r.Apps, r.Scale.ResourcesPerApp, r.Duration.Round(time.Second), r.extraFlags())
 	for _, row := range r.rows() {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", row.figure, row.target, row.result)
 	}

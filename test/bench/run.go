@@ -28,7 +28,8 @@ const standInWorkers = 8
 // run runs every phase at scale and returns what it measured. The results hold what was
 // measured before an error.
 func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
-	r := &Results{Scale: scale, Machine: describeMachine(), Started: time.Now()}
+	r := &Results{Scale: scale, Machine: describeMachine(), Started: time.Now(),
+		APIServerArgs: apiserverArgs, ManagerArgs: managerArgs}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 		return nil, err
 	}
 	step("starting the hub apiserver")
-	hub, err := sim.StartHub(ctx, dir)
+	hub, err := sim.StartHub(ctx, dir, apiserverArgs...)
 	if err != nil {
 		return nil, err
 	}

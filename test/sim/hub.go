@@ -56,9 +56,9 @@ type Hub struct {
 // StartHub starts the apiserver with the CRDs of OCM, Argo CD and the addon, serves the
 // conversion of the addon APIs as OCM's cluster-manager-addon-webhook does on a real hub
 // (see convertedCRDs), and creates the hub's namespaces and the ClusterManagementAddOn
-// the chart installs.
-func StartHub(ctx context.Context, dir string) (*Hub, error) {
-	env, err := testenv.New()
+// the chart installs. apiserverFlags are extra flags of the apiserver (testenv.New).
+func StartHub(ctx context.Context, dir string, apiserverFlags ...string) (*Hub, error) {
+	env, err := testenv.New(apiserverFlags...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,8 +86,9 @@ func Start(tb testing.TB) *Env {
 }
 
 // New starts an apiserver; the caller stops it with Stop. It suits a TestMain or a
-// ginkgo BeforeSuite, where no testing.TB is at hand.
-func New() (*Env, error) {
+// ginkgo BeforeSuite, where no testing.TB is at hand. apiserverFlags are extra flags of
+// the apiserver, each "--name=value", on top of envtest's.
+func New(apiserverFlags ...string) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -108,6 +110,13 @@ func New() (*Env, error) {
 		BinaryAssetsDirectory: assets,
 		// The default 10 s to see the CRDs served is short on a shared 2-core machine.
 		CRDInstallOptions: envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: time.Minute},
+	}
+	for _, f := range apiserverFlags {
+		name, value, ok := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("apiserver flag %q: want --name=value", f)
+		}
+		env.ControlPlane.GetAPIServer().Configure().Append(name, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {
