@@ -105,6 +105,11 @@ func main() {
 		scale.AgentResources = *agentResources
 	}
 	scale.OnlyAgent = *onlyAgent
+	if *peer && len(apiserverArgs) > 0 {
+		// Its comparison would not say so.
+		fmt.Fprintln(os.Stderr, "bench: -apiserver-arg is for the benchmarks, not for -peer")
+		os.Exit(2)
+	}
 	if *dir == "" {
 		root, err := testenv.RepoRoot()
 		if err != nil {
