@@ -3,7 +3,8 @@
 //
 //	P1 propagation: pulled Applications created until every ManifestWork is correct;
 //	P2 status freshness: a change in an agent's report until the ApplicationSet report
-//	   and the hub Application show it, observed with watches;
+//	   and the hub Application show it, observed with watches, and where its time goes
+//	   by the histograms of the manager and the apiserver (stages.go);
 //	P3 memory: the manager's peak RSS;
 //	P4 write amplification: hub writes per real change, and per minute when nothing
 //	   changes, from the apiserver's own apiserver_request_total;
@@ -21,6 +22,9 @@
 // agent and no stand-in agent; the time until every Application has its ManifestWork, the
 // create -> work latencies, CPU, peak RSS and the manager's requests, as P1 takes them
 // (peer.go). At full scale it writes docs/benchmarks-peer.md.
+//
+// -manager-arg and -apiserver-arg add flags to the manager and to the hub apiserver, to
+// tell what a figure owes to a setting; the results then say they are not the defaults.
 package main
 
 import (
