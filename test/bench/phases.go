@@ -196,22 +196,15 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err != nil {
 		return err
 	}
-	before, err := hub.RequestCounts(ctx)
+	// One read of the apiserver's and the manager's metrics before P2 and one after: the
+	// requests, the apiserver's watch-cache consistency checks (each a burst of its CPU
+	// that stalls every write while it runs: counted, to tell a slow change from a slow
+	// path), and the histograms of the steps a change goes through (p2Stages).
+	metricsBefore, err := takeMetrics(ctx, hub, manager)
 	if err != nil {
 		return err
 	}
 	reportsBefore := standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
-	// The apiserver's watch-cache consistency checks, each a burst of its CPU, stall
-	// every write while they run: counted, to tell a slow change from a slow path.
-	checksBefore, err := hub.ConsistencyChecks(ctx)
-	if err != nil {
-		return err
-	}
-	// The histograms of the steps a change goes through (p2Stages), before it.
-	stagesBefore, err := takeMetrics(ctx, hub, manager)
-	if err != nil {
-		return err
-	}
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	// Where the time of a change goes, in the manager and in the apiserver (go tool pprof
 	// <file>).
@@ -239,21 +232,11 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 		changes = append(changes, fmt.Sprintf("%d\t%s\t%s\t%d\t%d", i, cluster, appSet, appLatency.Milliseconds(), reportLatency.Milliseconds()))
 	}
 	_ = os.WriteFile(filepath.Join(hub.Dir, "p2-changes.tsv"), []byte(strings.Join(changes, "\n")+"\n"), 0o644)
-	after, err := hub.RequestCounts(ctx)
+	metricsAfter, err := takeMetrics(ctx, hub, manager)
 	if err != nil {
 		return err
 	}
-	r.ChangeWrites = after.WritesSince(before)
-	checksAfter, err := hub.ConsistencyChecks(ctx)
-	if err != nil {
-		return err
-	}
-	r.ChangeConsistencyChecks = sim.Increases(checksAfter, checksBefore)
-	stagesAfter, err := takeMetrics(ctx, hub, manager)
-	if err != nil {
-		return err
-	}
-	if r.ChangeStages, err = stagesBetween(p2Stages, stagesBefore, stagesAfter); err != nil {
+	if err := measureBetween(r, metricsBefore, metricsAfter); err != nil {
 		return err
 	}
 	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore

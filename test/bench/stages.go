@@ -58,6 +58,27 @@ func takeMetrics(ctx context.Context, hub *sim.Hub, manager *sim.Manager) (metri
 	return metricsSnapshot{apiserver: apiserver, manager: mgr}, nil
 }
 
+// measureBetween keeps, of the span between two snapshots, what P2 reports: the
+// apiserver's write requests, its consistency checks, and the time of each of p2Stages.
+func measureBetween(r *Results, before, after metricsSnapshot) error {
+	var counts [2]sim.Requests
+	var checks [2]map[string]float64
+	for i, m := range []metricsSnapshot{before, after} {
+		var err error
+		if counts[i], err = sim.ParseRequestCounts(m.apiserver); err != nil {
+			return err
+		}
+		if checks[i], err = sim.ParseConsistencyChecks(m.apiserver); err != nil {
+			return err
+		}
+	}
+	r.ChangeWrites = counts[1].WritesSince(counts[0])
+	r.ChangeConsistencyChecks = sim.Increases(checks[1], checks[0])
+	var err error
+	r.ChangeStages, err = stagesBetween(p2Stages, before, after)
+	return err
+}
+
 // stagesBetween returns the observations of each of stages between two snapshots.
 func stagesBetween(stages []stage, before, after metricsSnapshot) (stageTimes, error) {
 	var out stageTimes

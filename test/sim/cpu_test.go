@@ -24,7 +24,7 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="argop
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="work.open-cluster-management.io",resource="manifestworks",scope="resource",subresource="status",verb="PUT",version="v1"} 2
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="work.open-cluster-management.io",resource="manifestworks",scope="resource",subresource="status",verb="PUT",version="v1"} 5
 `)
-	after, err := parseRequestCounts(exposition)
+	after, err := ParseRequestCounts(exposition)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ apiserver_storage_consistency_checks_total{group="argoproj.io",resource="applica
 apiserver_storage_consistency_checks_total{group="",resource="pods",status="success"} 3
 apiserver_request_total{code="200",resource="pods",verb="GET"} 99
 `)
-	checks, err := parseCounts(exposition, "apiserver_storage_consistency_checks_total", func(labels map[string]string) string { return labels["resource"] })
+	checks, err := ParseConsistencyChecks(exposition)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func ReadRequestCounts(ctx context.Context, kube kubernetes.Interface) (Requests
 	if err != nil {
 		return nil, err
 	}
-	return parseRequestCounts(body)
+	return ParseRequestCounts(body)
 }
 
 // readMetrics reads the /metrics of the apiserver that kube talks to.
@@ -46,9 +46,9 @@ func readMetrics(ctx context.Context, kube kubernetes.Interface) ([]byte, error)
 	return body, nil
 }
 
-// parseRequestCounts sums the samples of apiserver_request_total in a Prometheus text
+// ParseRequestCounts sums the samples of apiserver_request_total in a Prometheus text
 // exposition by verb and resource.
-func parseRequestCounts(exposition []byte) (Requests, error) {
+func ParseRequestCounts(exposition []byte) (Requests, error) {
 	return parseCounts(exposition, "apiserver_request_total", func(labels map[string]string) string {
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
@@ -61,16 +61,13 @@ func parseRequestCounts(exposition []byte) (Requests, error) {
 // Metrics reads the hub apiserver's /metrics, as a Prometheus text exposition.
 func (h *Hub) Metrics(ctx context.Context) ([]byte, error) { return readMetrics(ctx, h.Kube) }
 
-// ConsistencyChecks reads, from the hub apiserver's /metrics, how many watch-cache
-// consistency checks it has run, by resource (apiserver_storage_consistency_checks_total,
-// DetectCacheInconsistency, on by default since Kubernetes 1.34): each lists a resource
-// from etcd and decodes every object of it, once per 5 to 7.5 minutes per resource.
-func (h *Hub) ConsistencyChecks(ctx context.Context) (map[string]float64, error) {
-	body, err := readMetrics(ctx, h.Kube)
-	if err != nil {
-		return nil, err
-	}
-	return parseCounts(body, "apiserver_storage_consistency_checks_total", func(labels map[string]string) string {
+// ParseConsistencyChecks counts, in an apiserver's Prometheus text exposition, the
+// watch-cache consistency checks it has run, by resource
+// (apiserver_storage_consistency_checks_total, DetectCacheInconsistency, on by default
+// since Kubernetes 1.34): each lists a resource from etcd and decodes every object of it,
+// once per 5 to 7.5 minutes per resource.
+func ParseConsistencyChecks(exposition []byte) (map[string]float64, error) {
+	return parseCounts(exposition, "apiserver_storage_consistency_checks_total", func(labels map[string]string) string {
 		return labels["resource"]
 	})
 }
