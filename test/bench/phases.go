@@ -342,10 +342,15 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
+// managerMetrics reads the manager's /metrics, as a Prometheus text exposition.
+func managerMetrics(ctx context.Context, manager *sim.Manager) ([]byte, error) {
+	return httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
+}
+
 // saveManagerMetrics keeps the manager's own metrics (reconciles, errors, queue times)
 // next to its log, to explain a figure.
 func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) error {
-	data, err := httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
+	data, err := managerMetrics(ctx, manager)
 	if err != nil {
 		return err
 	}
@@ -356,7 +361,7 @@ func saveManagerMetrics(ctx context.Context, manager *sim.Manager, path string) 
 // metrics. Call it right after saveHeapProfile, which runs a garbage collection first, so
 // that it is close to the live heap.
 func managerLiveHeap(ctx context.Context, manager *sim.Manager) (int64, error) {
-	data, err := httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
+	data, err := managerMetrics(ctx, manager)
 	if err != nil {
 		return 0, err
 	}
@@ -465,7 +470,7 @@ func measureRestart(ctx context.Context, r *Results, hub *sim.Hub, manager *sim.
 	}()
 	drained := map[string]time.Duration{} // when each queue was last seen not empty
 	err = waitFor(ctx, 5*time.Minute, func() (bool, error) {
-		data, err := httpGet(ctx, "http://"+restarted.MetricsAddr+"/metrics")
+		data, err := managerMetrics(ctx, restarted)
 		if err != nil {
 			return false, err
 		}

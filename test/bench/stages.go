@@ -51,7 +51,7 @@ func takeMetrics(ctx context.Context, hub *sim.Hub, manager *sim.Manager) (metri
 	if err != nil {
 		return metricsSnapshot{}, err
 	}
-	mgr, err := httpGet(ctx, "http://"+manager.MetricsAddr+"/metrics")
+	mgr, err := managerMetrics(ctx, manager)
 	if err != nil {
 		return metricsSnapshot{}, fmt.Errorf("read the manager's metrics: %w", err)
 	}
