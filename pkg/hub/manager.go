@@ -287,7 +287,7 @@ func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
 	}
 	return resourcetree.Options{
 		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
-		Concurrency: o.Concurrency, Redis: redis,
+		Concurrency: o.Concurrency, Redis: redis, HubClusterName: o.HubClusterName,
 	}, true
 }
 

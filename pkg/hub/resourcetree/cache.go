@@ -64,7 +64,7 @@ func sourceKey(instance string) string { return "argocd-pull|resource-tree-sourc
 // renderVersion names Render's output: change it whenever Render renders an entry
 // differently (TestRenderIsPinned fails then), so that a new manager writes every tree
 // again instead of trusting sourceKey.
-const renderVersion = "1"
+const renderVersion = "2"
 
 // sourceOf is the value of sourceKey for entries rendered from a slice entry whose
 // Digest is entryDigest.

@@ -61,6 +61,9 @@ type Options struct {
 	Concurrency int
 	// Redis is how to reach the hub Argo CD's Redis.
 	Redis RedisOptions
+	// HubClusterName names the hub's own ManagedCluster: the nodes of an app whose
+	// destination names it carry no UID (NodeIdentityOf).
+	HubClusterName string
 }
 
 // RedisOptions say how to reach and write the hub Argo CD's Redis; the defaults
@@ -190,8 +193,8 @@ type reconciler struct {
 }
 
 type written struct {
-	// digest is that of the entries written; entry is the Digest of the slice's entry
-	// they were rendered from (statusv1alpha1.AppStatus.Digest).
+	// digest is that of the entries written; entry is the entrySource they were
+	// rendered from.
 	digest  [sha256.Size]byte
 	entry   string
 	at      time.Time
@@ -237,10 +240,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Not (or no longer) reported by the cluster: no tree to show.
 		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, app)
 	}
+	spec, err := argoapp.DecodeSpec(app)
+	if err != nil {
+		// Propagation reports the malformed spec on the app; without a destination, the
+		// nodes carry no UID.
+		log.V(1).Info("cannot read the application's destination; its tree's nodes carry no UID", "app", req.NamespacedName, "error", err)
+	}
+	identity := NodeIdentityOf(spec.Destination, cluster, r.opts.HubClusterName)
+	// What the entries are rendered from: the slice's entry, and the nodes' identity, so
+	// that a change of the app's destination renders them again even when the entry
+	// stays.
+	source := entrySource(at.Digest, identity)
 	refresh := r.opts.Redis.Expiration / 2
-	last, wrote := r.lastWritten(ctx, req.NamespacedName, instance, at.Digest)
+	last, wrote := r.lastWritten(ctx, req.NamespacedName, instance, source)
 	fresh := wrote && !last.failing && time.Since(last.at) < refresh
-	if wrote && !last.failing && at.Digest != "" && last.entry == at.Digest {
+	if wrote && !last.failing && at.Digest != "" && last.entry == source {
 		// The entry written last, unchanged: the slice need not be read.
 		if fresh {
 			return ctrl.Result{RequeueAfter: refresh - time.Since(last.at)}, nil
@@ -261,12 +275,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The slice changed since the cache saw it: its event brings the app back.
 		return ctrl.Result{}, nil
 	}
-	e, err := encodeEntries(Render(entry))
+	e, err := encodeEntries(Render(entry, identity))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	_, sum := clusterreport.EntryDigest(entry)
-	entryDigest := string(sum[:])
+	entryDigest := entrySource(string(sum[:]), identity)
 	if fresh && last.digest == e.digest {
 		// A change that shows nowhere in the tree (a condition, a revision): the entries
 		// stay, and say what they are rendered from now.
@@ -297,9 +311,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: refresh}, nil
 }
 
+// entrySource is what an app's entries are rendered from: the Digest of its slice's entry
+// (statusv1alpha1.AppStatus.Digest; empty when unknown) and the nodes' identity.
+func entrySource(entryDigest string, identity NodeIdentity) string {
+	if entryDigest == "" {
+		return ""
+	}
+	if identity == StableUIDs {
+		return entryDigest + "+uid"
+	}
+	return entryDigest
+}
+
 // lastWritten returns what was last written for the app key, and whether anything was:
-// by this process, or, for an app it has not written, by an earlier one from the entry
-// whose Digest is entryDigest (sourceKey), which it then takes for its own.
+// by this process, or, for an app it has not written, by an earlier one from the
+// entrySource entryDigest (sourceKey), which it then takes for its own.
 func (r *reconciler) lastWritten(ctx context.Context, key types.NamespacedName, instance, entryDigest string) (written, bool) {
 	r.mu.Lock()
 	last, wrote := r.written[key]

@@ -16,6 +16,7 @@ import (
 	"slices"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
@@ -26,13 +27,50 @@ const absentState = "null"
 // syncOutOfSync is Argo CD's sync status of a resource that differs from git.
 const syncOutOfSync = "OutOfSync"
 
+// NodeIdentity says whether the nodes of a pulled app's tree carry a UID, which decides
+// what the hub's argocd-server does with them. Its resource endpoints (the live manifest,
+// patch, delete, resource actions, links, Pod logs) act only on a tree node that has a UID,
+// and then on the cluster of the hub Application's spec.destination, with argocd-server's
+// own credentials for that cluster (server/application getAppLiveResource, getSelectedPods
+// in Argo CD v3.2). docs/security.md, "The hub's Argo CD and a pulled app's tree".
+type NodeIdentity bool
+
+const (
+	// NoUIDs: the hub Application's destination may be the hub itself (the documented
+	// template's https://kubernetes.default.svc), so argocd-server would act on the hub's
+	// objects of the same names. Without a UID, every resource endpoint refuses the node
+	// ("... not found as part of application"), and the UI still draws the whole tree; the
+	// argocd CLI's tree output (-o tree), which links nodes by UID, shows the nodes
+	// unlinked.
+	NoUIDs NodeIdentity = false
+	// StableUIDs: the hub Application's destination names the app's own managed cluster
+	// (spec.destination.name), an Argo CD cluster that is never the hub, so argocd-server
+	// acts there or not at all; the nodes carry stable stand-in UIDs, and the CLI's tree
+	// output links them.
+	StableUIDs NodeIdentity = true
+)
+
+// NodeIdentityOf returns the NodeIdentity of a hub Application pulled to cluster, from its
+// destination: StableUIDs only when spec.destination.name is the cluster's name, with no
+// server, and the cluster is not the hub's own (hubCluster).
+func NodeIdentityOf(destination argoapp.Destination, cluster, hubCluster string) NodeIdentity {
+	return NodeIdentity(cluster != "" && cluster != hubCluster && destination.Server == "" && destination.Name == cluster)
+}
+
 // Render returns the resource tree and the managed resources of a pulled app as the hub
 // application-controller would cache them: every managed resource as a node with its
 // health and images, then the other nodes of the spoke's tree (ReplicaSets, Pods, ...)
 // under their parents, in Argo CD's order (ApplicationTree.Normalize: by FullName,
 // group/kind/namespace/name); and each managed resource, modified when it is OutOfSync, in
-// FullName order, without the manifests, which the slices do not carry.
-func Render(e statusv1alpha1.AppStatus) (argocdcache.Tree, []argocdcache.ResourceDiff) {
+// FullName order, without the manifests, which the slices do not carry. The nodes carry
+// UIDs as identity says.
+func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree, []argocdcache.ResourceDiff) {
+	uidOf := func(r argocdcache.Ref) string {
+		if identity == StableUIDs {
+			return stableUID(r)
+		}
+		return ""
+	}
 	tree := argocdcache.Tree{Nodes: make([]argocdcache.Node, 0, len(e.Resources)+len(e.Nodes))}
 	seen := make(map[string]bool, len(e.Resources)+len(e.Nodes))
 	managed := make([]argocdcache.ResourceDiff, 0, len(e.Resources))
@@ -71,10 +109,12 @@ func Render(e statusv1alpha1.AppStatus) (argocdcache.Tree, []argocdcache.Resourc
 	return tree, managed
 }
 
-// uidOf is a stable stand-in for a resource's UID, which the slices do not carry: a
+// stableUID is a stable stand-in for a resource's UID, which the slices do not carry: a
 // name-based UUID (RFC 9562 version 5) of group/kind/namespace/name. The argocd CLI's
 // tree view links children to parents by UID; the UI by group, kind, namespace and name.
-func uidOf(r argocdcache.Ref) string {
+// It never equals the UID of a real object, so argocd-server's resource events, which it
+// selects by UID, never match one.
+func stableUID(r argocdcache.Ref) string {
 	sum := sha1.Sum([]byte("argocd-pull.open-cluster-management.io/" + fullName(r))) //nolint:gosec // an identifier, not a security use
 	sum[6] = sum[6]&0x0f | 0x50
 	sum[8] = sum[8]&0x3f | 0x80

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
@@ -60,7 +61,7 @@ func TestRender(t *testing.T) {
 		wantManaged: []argocdcache.ResourceDiff{},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
-			tree, managed := Render(tt.entry)
+			tree, managed := Render(tt.entry, StableUIDs)
 			// Each node has a UID, and a child's parent ref has its parent's.
 			uids := map[string]string{}
 			for _, n := range tree.Nodes {
@@ -84,15 +85,47 @@ func TestRender(t *testing.T) {
 			if !reflect.DeepEqual(managed, tt.wantManaged) {
 				t.Errorf("managed:\n got %+v\nwant %+v", managed, tt.wantManaged)
 			}
-			a, err := encodeEntries(Render(tt.entry))
-			if err != nil {
-				t.Fatal(err)
+			// Without UIDs: the same tree, and no node or parent ref carries one, so
+			// that argocd-server's resource endpoints refuse every node.
+			bare, bareManaged := Render(tt.entry, NoUIDs)
+			if !reflect.DeepEqual(bare.Nodes, tt.wantNodes) || !reflect.DeepEqual(bareManaged, tt.wantManaged) {
+				t.Errorf("without UIDs:\n got %+v %+v\nwant %+v %+v", bare.Nodes, bareManaged, tt.wantNodes, tt.wantManaged)
 			}
-			b, _ := encodeEntries(Render(tt.entry))
-			if a.digest != b.digest {
-				t.Error("two renders of one entry differ")
+			for _, identity := range []NodeIdentity{StableUIDs, NoUIDs} {
+				a, err := encodeEntries(Render(tt.entry, identity))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := encodeEntries(Render(tt.entry, identity))
+				if a.digest != b.digest {
+					t.Errorf("two renders of one entry differ (identity %v)", identity)
+				}
 			}
 		})
+	}
+}
+
+// NodeIdentityOf gives UIDs only to the nodes of an app whose destination names its own
+// managed cluster, never the hub.
+func TestNodeIdentityOf(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		destination argoapp.Destination
+		cluster     string
+		want        NodeIdentity
+	}{
+		{"the documented template: the hub's in-cluster", argoapp.Destination{Server: argoapp.InClusterServer, Namespace: "guestbook"}, "cluster1", NoUIDs},
+		{"in-cluster by name", argoapp.Destination{Name: "in-cluster"}, "cluster1", NoUIDs},
+		{"the managed cluster by name", argoapp.Destination{Name: "cluster1", Namespace: "guestbook"}, "cluster1", StableUIDs},
+		{"another managed cluster by name", argoapp.Destination{Name: "cluster2"}, "cluster1", NoUIDs},
+		{"a name and a server, which Argo CD refuses", argoapp.Destination{Name: "cluster1", Server: "https://cluster1.example.com"}, "cluster1", NoUIDs},
+		{"a server URL, whichever cluster it is", argoapp.Destination{Server: "https://cluster1.ocm.invalid"}, "cluster1", NoUIDs},
+		{"the hub's own cluster by name", argoapp.Destination{Name: "local-cluster"}, "local-cluster", NoUIDs},
+		{"no cluster", argoapp.Destination{}, "", NoUIDs},
+	} {
+		if got := NodeIdentityOf(tt.destination, tt.cluster, "local-cluster"); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -101,7 +134,7 @@ func TestRender(t *testing.T) {
 // digest below together, so that a new manager writes every tree again rather than
 // trusting the entries an earlier one wrote (sourceKey).
 func TestRenderIsPinned(t *testing.T) {
-	const pinned = "1 c3d27dfc"
+	const pinned = "2 c3d27dfc c7eec195"
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
 	entry := statusv1alpha1.AppStatus{
 		Namespace: "argocd", Name: "web", Sync: statusv1alpha1.SyncStatus{Status: "OutOfSync", Revision: "c0ffee"},
@@ -120,11 +153,15 @@ func TestRenderIsPinned(t *testing.T) {
 		},
 		TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
 	}
-	e, err := encodeEntries(Render(entry))
-	if err != nil {
-		t.Fatal(err)
+	var got string
+	for _, identity := range []NodeIdentity{StableUIDs, NoUIDs} {
+		e, err := encodeEntries(Render(entry, identity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += " " + hex.EncodeToString(e.digest[:4])
 	}
-	if got := renderVersion + " " + hex.EncodeToString(e.digest[:4]); got != pinned {
+	if got = renderVersion + got; got != pinned {
 		t.Errorf("Render's output changed (%s, pinned %s): change renderVersion, and pin the new output", got, pinned)
 	}
 }

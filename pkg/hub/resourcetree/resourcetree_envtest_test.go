@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -323,4 +324,71 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		g.Expect(redis.Exists(treeKey)).To(gomega.BeTrue())
 		g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads")
 	})
+}
+
+// TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster: argocd-server acts on a
+// tree node only when it has a UID, and then on the cluster of the hub Application's
+// destination. The nodes of a pulled app whose destination is the hub (the documented
+// template's in-cluster) carry none, those of an app whose destination names its managed
+// cluster do, and a change of the destination rewrites the tree at once, though the
+// cluster's slice stays as it was.
+func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
+	env := shared.Get(t)
+	ctx := context.Background()
+	c := env.Client
+	g := testenv.NewGomega(t)
+	const cluster, name = "cluster3", "cluster3-canary"
+	for _, ns := range []string{"argocd", cluster} {
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
+	}
+	redis := miniredis.RunT(t)
+	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
+		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
+			Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		}})
+
+	hub := testenv.NewHub(t, env, "argocd")
+	hub.Create(hub.Application(name, cluster)) // destination: https://kubernetes.default.svc
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	entry := statusv1alpha1.AppStatus{
+		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
+		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+		Sync:      statusv1alpha1.SyncStatus{Status: "Synced"},
+		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "canary", Status: "Synced"}},
+		Nodes: []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "Pod", Namespace: "kube-system", Name: "canary-0",
+			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "kube-system", Name: "canary"}}}},
+	}
+	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+
+	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
+	// uids returns each node's UID and its parent's, as argocd-server reads them.
+	uids := func(g gomega.Gomega) []string {
+		raw, err := redis.Get(treeKey)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var tree argocdcache.Tree
+		g.Expect(argocdcache.Decode([]byte(raw), true, &tree)).To(gomega.Succeed())
+		var out []string
+		for _, n := range tree.Nodes {
+			out = append(out, n.Kind+"="+n.UID)
+			for _, p := range n.ParentRefs {
+				out = append(out, n.Kind+"^"+p.Kind+"="+p.UID)
+			}
+		}
+		return out
+	}
+	noUIDs := gomega.ConsistOf("ConfigMap=", "Pod=", "Pod^ConfigMap=")
+	g.Eventually(uids).Should(noUIDs, "the destination is the hub: no node carries a UID")
+
+	setDestination := func(destination map[string]any) {
+		hub.UpdateApp(name, func(app *unstructured.Unstructured) {
+			g.Expect(unstructured.SetNestedMap(app.Object, destination, "spec", "destination")).To(gomega.Succeed())
+		})
+	}
+	setDestination(map[string]any{"name": cluster, "namespace": "guestbook"})
+	g.Eventually(uids).Should(gomega.HaveEach(gomega.MatchRegexp(`=[0-9a-f-]{36}$`)), "the destination is the managed cluster: every node has a UID")
+	g.Expect(uids(g)).To(gomega.HaveLen(3))
+
+	setDestination(map[string]any{"name": "in-cluster", "namespace": "guestbook"})
+	g.Eventually(uids).Should(noUIDs, "the destination is the hub again: the UIDs are gone")
 }
