@@ -94,6 +94,7 @@ func startHub(t *testing.T) *suite {
 	s := &suite{Hub: testenv.NewHub(t, env, appsNamespace), env: env}
 	s.CreateNamespace(appsNamespace)
 	s.CreateNamespace(argoCDNamespace)
+	s.Create(testenv.AppProject(argoCDNamespace, argoapp.DefaultProject, appsNamespace))
 	s.cma = &addonv1beta1.ClusterManagementAddOn{
 		ObjectMeta: metav1.ObjectMeta{Name: addonName},
 		Spec: addonv1beta1.ClusterManagementAddOnSpec{

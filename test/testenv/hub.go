@@ -160,6 +160,26 @@ func (h *Hub) Application(name, cluster string) *unstructured.Unstructured {
 	return app
 }
 
+// AppProject is a hub AppProject in argoCDNamespace that permits every source repository
+// and destination, and the Applications of sourceNamespaces (spec.sourceNamespaces): Argo
+// CD's rules for an Application outside its namespace, which the hub applies before it
+// pulls one, the default project included.
+func AppProject(argoCDNamespace, name string, sourceNamespaces ...string) *unstructured.Unstructured {
+	project := argoapp.NewAppProject()
+	project.SetNamespace(argoCDNamespace)
+	project.SetName(name)
+	namespaces := make([]any, len(sourceNamespaces))
+	for i, ns := range sourceNamespaces {
+		namespaces[i] = ns
+	}
+	project.Object["spec"] = map[string]any{
+		"sourceRepos":      []any{"*"},
+		"destinations":     []any{map[string]any{"server": "*", "name": "*", "namespace": "*"}},
+		"sourceNamespaces": namespaces,
+	}
+	return project
+}
+
 // GetApp reads a hub Application of the test's namespace; nil when it does not exist.
 func (h *Hub) GetApp(name string) *unstructured.Unstructured {
 	h.T.Helper()

@@ -831,10 +831,7 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 	f := newFixture(t, nil)
 	g := f.G
 	cluster := f.readyCluster("east")
-	project := argoapp.NewAppProject()
-	project.SetNamespace(f.opts.ArgoCDNamespace)
-	project.SetName("team-a")
-	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "sourceNamespaces": []any{f.Namespace}}
+	project := testenv.AppProject(f.opts.ArgoCDNamespace, "team-a", f.Namespace)
 	f.Create(project)
 
 	app := f.Application("guestbook", cluster)
@@ -858,7 +855,9 @@ func TestEnvtestShipsAppProject(t *testing.T) {
 		if err := f.C.Get(f.Ctx, client.ObjectKeyFromObject(project), current); err != nil {
 			return err
 		}
-		current.Object["spec"] = map[string]any{"sourceRepos": []any{"https://git.example.com/apps.git"}, "sourceNamespaces": []any{f.Namespace}}
+		if err := unstructured.SetNestedStringSlice(current.Object, []string{"https://git.example.com/apps.git"}, "spec", "sourceRepos"); err != nil {
+			return err
+		}
 		return f.C.Update(f.Ctx, current)
 	}).Should(gomega.Succeed())
 	g.Eventually(projectRepos).Should(gomega.Equal([]any{"https://git.example.com/apps.git"}))

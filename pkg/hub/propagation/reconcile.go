@@ -48,10 +48,20 @@ const (
 	// Application this one would create on the managed cluster (same cluster, namespace
 	// and name). No work.
 	ReasonSpokeApplicationConflict = "SpokeApplicationConflict"
-	// ReasonAppProjectNotPermitted: the Application uses a hub AppProject whose
-	// spec.sourceNamespaces does not allow the Application's namespace, as the hub Argo
-	// CD itself would refuse. No work; an existing one is left as it is.
+	// ReasonAppProjectNotPermitted: the Application is outside the hub Argo CD's
+	// namespace, and its hub AppProject does not permit its namespace
+	// (spec.sourceNamespaces), its source repositories or its destination, as the hub
+	// Argo CD itself would refuse. No work; an existing one is left as it is.
 	ReasonAppProjectNotPermitted = "AppProjectNotPermitted"
+	// ReasonAppProjectNotFound: the Application is outside the hub Argo CD's namespace,
+	// and its AppProject does not exist on the hub. No work; an existing one is left as
+	// it is.
+	ReasonAppProjectNotFound = "AppProjectNotFound"
+	// ReasonOverrideNotPermitted: the Application's .operation carries what argocd-server
+	// accepts only from a user with the applications' override permission (inline
+	// manifests in .operation.sync.manifests), which a ManifestWork cannot check. No
+	// work; an existing one is left as it is.
+	ReasonOverrideNotPermitted = "OverrideNotPermitted"
 
 	// The reasons below say that the cluster is not a target of the Application (any
 	// more). No new work is created; an existing work is kept for
@@ -304,6 +314,10 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 			argoapp.AnnotationSkipReconcile)), nil
 	}
 
+	if argoapp.HasInlineManifests(app) {
+		return refuse(ReasonOverrideNotPermitted,
+			"the application's .operation.sync.manifests holds inline manifests, which the hub Argo CD accepts only from a user with the override permission; they are not pulled. Sync from the application's sources (argocd app sync without --local), or remove .operation"), nil
+	}
 	project, p, err := r.appProjectOf(ctx, app)
 	if err != nil || p != nil {
 		return outcome{freeze: p != nil, problem: p}, err
@@ -495,19 +509,40 @@ func (r *reconciler) paused(ctx context.Context) (bool, error) {
 	return paused, nil
 }
 
-// appProjectOf returns the hub AppProject of an Application that uses another project
-// than "default", from the Argo CD namespace, or nil: then the work carries the
-// Application alone and the managed cluster must have the project. An AppProject that
-// the Application's namespace may not use, as the hub Argo CD decides it
-// (spec.sourceNamespaces), is a problem: a tenant must not ship another team's project.
+// appProjectOf returns the hub AppProject to ship with an Application, or nil; or the
+// problem that keeps the Application from propagating.
+//
+// An Application outside the hub Argo CD's namespace is a tenant's, and gets Argo CD's own
+// rules for apps in any namespace, as the hub Argo CD would apply them before it deployed
+// the app: its project exists on the hub and lists the app's namespace in
+// spec.sourceNamespaces, the default project included, and permits its source
+// repositories and its destination. On the managed cluster the app lands in the spoke
+// Argo CD's namespace, where every project is permitted, so the hub is where these rules
+// hold. An Application in the Argo CD namespace is the hub admin's: a project missing on
+// the hub must then exist on the managed cluster.
+//
+// A project other than "default" is shipped with the work, so that the same rules
+// (destinations, cluster-scoped resources, source repositories) govern the app on the
+// managed cluster; the default project, which every Argo CD has, is the managed
+// cluster's own.
 func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstructured) (*unstructured.Unstructured, *problem, error) {
-	project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
-	if project == "" || project == argoapp.DefaultProject {
+	spec, err := argoapp.DecodeSpec(app)
+	if err != nil {
+		return nil, nil, nil // the render reports it
+	}
+	project := spec.ProjectName()
+	tenant := app.GetNamespace() != r.opts.ArgoCDNamespace
+	if !tenant && project == argoapp.DefaultProject {
 		return nil, nil, nil
 	}
 	appProject := argoapp.NewAppProject()
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: project}, appProject)
+	err = r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: project}, appProject)
 	if apierrors.IsNotFound(err) {
+		if tenant {
+			return nil, &problem{ReasonAppProjectNotFound, fmt.Sprintf(
+				"AppProject %s/%s does not exist on the hub; an application outside namespace %q must use a project of the hub Argo CD that lists its namespace in spec.sourceNamespaces",
+				r.opts.ArgoCDNamespace, project, r.opts.ArgoCDNamespace)}, nil
+		}
 		ctrl.LoggerFrom(ctx).V(1).Info("the hub has no AppProject of the application; the managed cluster must have it",
 			"project", project, "namespace", r.opts.ArgoCDNamespace)
 		return nil, nil, nil
@@ -515,12 +550,38 @@ func (r *reconciler) appProjectOf(ctx context.Context, app *unstructured.Unstruc
 	if err != nil {
 		return nil, nil, fmt.Errorf("get app project %s/%s: %w", r.opts.ArgoCDNamespace, project, err)
 	}
-	if !argoapp.ProjectPermitsNamespace(appProject, app.GetNamespace(), r.opts.ArgoCDNamespace) {
-		return nil, &problem{ReasonAppProjectNotPermitted, fmt.Sprintf(
-			"AppProject %s/%s does not list namespace %q in spec.sourceNamespaces; the hub Argo CD would refuse the application, and its project is not shipped",
-			r.opts.ArgoCDNamespace, project, app.GetNamespace())}, nil
+	if tenant {
+		if p := tenancyProblem(appProject, app.GetNamespace(), spec); p != nil {
+			return nil, p, nil
+		}
+	}
+	if project == argoapp.DefaultProject {
+		return nil, nil, nil
 	}
 	return appProject, nil, nil
+}
+
+// tenancyProblem checks a tenant's Application against its hub AppProject as the hub Argo
+// CD would: the namespace in spec.sourceNamespaces, the source repositories in
+// spec.sourceRepos, the destination in spec.destinations.
+func tenancyProblem(appProject *unstructured.Unstructured, namespace string, spec argoapp.Spec) *problem {
+	name := appProject.GetNamespace() + "/" + appProject.GetName()
+	if !argoapp.ProjectPermitsNamespace(appProject, namespace, appProject.GetNamespace()) {
+		return &problem{ReasonAppProjectNotPermitted, fmt.Sprintf(
+			"AppProject %s does not list namespace %q in spec.sourceNamespaces; the hub Argo CD would refuse the application",
+			name, namespace)}
+	}
+	if denied := argoapp.ProjectPermitsSources(appProject, spec); len(denied) > 0 {
+		return &problem{ReasonAppProjectNotPermitted, fmt.Sprintf(
+			"AppProject %s does not permit the source repositories %q (spec.sourceRepos); the hub Argo CD would refuse the application",
+			name, denied)}
+	}
+	if !argoapp.ProjectPermitsDestination(appProject, spec.Destination) {
+		return &problem{ReasonAppProjectNotPermitted, fmt.Sprintf(
+			"AppProject %s does not permit the destination %s (spec.destinations); the hub Argo CD would refuse the application",
+			name, argoapp.DestinationString(spec.Destination))}
+	}
+	return nil
 }
 
 // boundToNamespace reports whether a PlacementDecision in namespace selects cluster.

@@ -125,10 +125,7 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 	f := newFixture(t, nil)
 	g := f.G
 	cluster := f.readyCluster("east")
-	project := argoapp.NewAppProject()
-	project.SetNamespace(f.opts.ArgoCDNamespace)
-	project.SetName("platform")
-	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "sourceNamespaces": []any{"platform-*"}}
+	project := testenv.AppProject(f.opts.ArgoCDNamespace, "platform", "platform-*")
 	f.Create(project)
 
 	app := f.Application("guestbook", cluster)
@@ -142,7 +139,9 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 		if err := f.C.Get(f.Ctx, client.ObjectKeyFromObject(project), current); err != nil {
 			return err
 		}
-		current.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "sourceNamespaces": []any{"platform-*", f.Namespace}}
+		if err := unstructured.SetNestedStringSlice(current.Object, []string{"platform-*", f.Namespace}, "spec", "sourceNamespaces"); err != nil {
+			return err
+		}
 		return f.C.Update(f.Ctx, current)
 	}).Should(gomega.Succeed())
 	f.WaitForWork("guestbook", cluster)
@@ -166,4 +165,86 @@ func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
 	})
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
 	g.Eventually(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+}
+
+// A tenant's Application (outside the hub Argo CD's namespace) gets Argo CD's own rules
+// before it leaves the hub, the default project included: a project that exists on the
+// hub, lists the namespace, and permits the source repositories and the destination;
+// and no inline manifests, which only the override permission may sync. Each refusal is a
+// condition and a Warning Event, creates no work, and keeps an existing one as it is.
+// An Application in the Argo CD namespace is the hub admin's: a project the hub lacks
+// must be on the managed cluster.
+func TestEnvtestTenancyRules(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.WatchNamespaces = nil })
+	g := f.G
+	cluster := f.readyCluster("east")
+	setProject := func(name string, change func(spec map[string]any)) {
+		g.Eventually(func() error {
+			current := argoapp.NewAppProject()
+			if err := f.C.Get(f.Ctx, types.NamespacedName{Namespace: f.opts.ArgoCDNamespace, Name: name}, current); err != nil {
+				return err
+			}
+			change(current.Object["spec"].(map[string]any))
+			return f.C.Update(f.Ctx, current)
+		}).Should(gomega.Succeed())
+	}
+	refused := func(name, reason string, words ...string) {
+		t.Helper()
+		f.ExpectPropagationError(name, reason, words...)
+		g.Eventually(func() []string { return f.EventReasons(f.Namespace, name, corev1.EventTypeWarning) }).Should(gomega.ContainElement(reason))
+		g.Consistently(func() []string { return f.WorkKeys(name) }).Should(gomega.BeEmpty())
+	}
+
+	t.Run("the default project that does not list the namespace", func(t *testing.T) {
+		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceNamespaces"] = []any{"platform-*"} })
+		f.Create(f.Application("on-default", cluster))
+		refused("on-default", ReasonAppProjectNotPermitted, "default", "spec.sourceNamespaces")
+		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceNamespaces"] = []any{"platform-*", f.Namespace} })
+		f.WaitForWork("on-default", cluster)
+	})
+	t.Run("a project the hub does not have", func(t *testing.T) {
+		app := f.Application("on-missing", cluster)
+		g.Expect(unstructured.SetNestedField(app.Object, "missing", "spec", "project")).To(gomega.Succeed())
+		f.Create(app)
+		refused("on-missing", ReasonAppProjectNotFound, "missing", "does not exist on the hub")
+	})
+	t.Run("a source repository the project does not permit", func(t *testing.T) {
+		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"https://git.example.com/team/*"} })
+		f.Create(f.Application("from-elsewhere", cluster)) // https://git.example.com/apps.git
+		refused("from-elsewhere", ReasonAppProjectNotPermitted, "https://git.example.com/apps.git", "spec.sourceRepos")
+		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"*"} })
+		f.WaitForWork("from-elsewhere", cluster)
+	})
+	t.Run("a destination the project does not permit", func(t *testing.T) {
+		setProject(argoapp.DefaultProject, func(spec map[string]any) {
+			spec["destinations"] = []any{map[string]any{"server": "*", "namespace": "team-*"}}
+		})
+		f.Create(f.Application("to-kube-system", cluster)) // namespace guestbook
+		refused("to-kube-system", ReasonAppProjectNotPermitted, "guestbook", "spec.destinations")
+		setProject(argoapp.DefaultProject, func(spec map[string]any) {
+			spec["destinations"] = []any{map[string]any{"server": "*", "namespace": "*"}}
+		})
+		f.WaitForWork("to-kube-system", cluster)
+	})
+	t.Run("inline manifests, with the existing work kept", func(t *testing.T) {
+		f.Create(f.Application("inline", cluster))
+		before := f.WaitForWork("inline", cluster)
+		f.UpdateApp("inline", func(app *unstructured.Unstructured) {
+			app.Object["operation"] = map[string]any{"sync": map[string]any{
+				"manifests": []any{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: injected, namespace: kube-system}"},
+			}}
+		})
+		f.ExpectPropagationError("inline", ReasonOverrideNotPermitted, "override permission")
+		g.Consistently(func() string { return f.WaitForWork("inline", cluster).ResourceVersion }).Should(gomega.Equal(before.ResourceVersion))
+	})
+	t.Run("the Argo CD namespace's own app, on a project the hub lacks", func(t *testing.T) {
+		admin := f.sub(t)
+		admin.Namespace = f.opts.ArgoCDNamespace
+		f.bind(admin.Namespace, cluster)
+		app := admin.Application("platform", cluster)
+		g.Expect(unstructured.SetNestedField(app.Object, "spoke-only", "spec", "project")).To(gomega.Succeed())
+		admin.Create(app)
+		admin.WaitForWork("platform", cluster)
+	})
 }

@@ -81,6 +81,9 @@ func newFixture(t *testing.T, adjust func(*Options)) *fixture {
 	}
 	f.CreateNamespace(f.Namespace)
 	f.CreateNamespace(f.opts.ArgoCDNamespace)
+	// The hub Argo CD's default project, which Applications outside its namespace may
+	// use once it lists theirs (every namespace here).
+	f.Create(testenv.AppProject(f.opts.ArgoCDNamespace, argoapp.DefaultProject, "*"))
 	scope := hubcache.Scope{AddonName: f.opts.AddonName, ArgoCDNamespace: f.opts.ArgoCDNamespace, WatchNamespaces: f.opts.WatchNamespaces}
 	testenv.StartManager(t, env, scope, f.writes, func(mgr ctrl.Manager, c client.Client) error {
 		f.cached = c
