@@ -35,6 +35,12 @@ const (
 	// On the hub it keeps the hub Argo CD from pushing a pulled app.
 	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
 
+	// AnnotationAdoptSpokeApplication, "true" on a hub Application, lets its first
+	// ManifestWork take over an Application of the same namespace and name that the
+	// managed cluster already has and that no hub Application pulled; without it, the
+	// hub Application is refused (propagation's SpokeApplicationNotPulled).
+	AnnotationAdoptSpokeApplication = "argocd-pull.open-cluster-management.io/adopt-spoke-application"
+
 	// AnnotationRefresh asks Argo CD to refresh the Application ("normal" or "hard").
 	AnnotationRefresh = "argocd.argoproj.io/refresh"
 

@@ -389,7 +389,7 @@ func cacheSynced(informers cache.Informers) healthz.Checker {
 func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	slices := statusslices.NewReader(c, opts.AddonName)
 	decoder := observed.NewDecoder().WithSlices(slices)
-	if err := propagation.Setup(mgr, c, opts.PropagationOptions()); err != nil {
+	if err := propagation.Setup(mgr, c, slices, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
 	if err := clustersecret.Setup(mgr, clustersecret.Options{

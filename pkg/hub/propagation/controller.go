@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // Names under which this package writes, and reports.
@@ -107,8 +108,9 @@ func (o Options) watches(namespace string) bool {
 
 // Setup registers the propagation controller and the pause controller with mgr, and the
 // periodic sweep for leftover ManifestWorks. c reads through the manager's cache
-// (hubcache.NewClient), which hubcache.Options scopes.
-func Setup(mgr ctrl.Manager, c client.Client, opts Options) error {
+// (hubcache.NewClient), which hubcache.Options scopes; reports reads the agents' status
+// slices through it.
+func Setup(mgr ctrl.Manager, c client.Client, reports *statusslices.Reader, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("invalid propagation options: %w", err)
 	}
@@ -121,6 +123,7 @@ func Setup(mgr ctrl.Manager, c client.Client, opts Options) error {
 		recorder:  mgr.GetEventRecorder(ControllerName),
 		opts:      opts,
 		problems:  sharedProblems,
+		reports:   reports,
 	}
 	sweeps := make(chan event.TypedGenericEvent[types.NamespacedName])
 	b := ctrl.NewControllerManagedBy(mgr).

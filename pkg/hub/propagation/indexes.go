@@ -60,10 +60,11 @@ func registerIndexes(ctx context.Context, c cache.Cache) error {
 			if app == nil {
 				return nil
 			}
-			if project, _, _ := unstructured.NestedString(app.Object, "spec", "project"); project != "" {
-				return []string{project}
+			project, _, _ := unstructured.NestedString(app.Object, "spec", "project")
+			if project == "" {
+				project = argoapp.DefaultProject // as Argo CD reads it
 			}
-			return nil
+			return []string{project}
 		}},
 	}
 	for _, index := range indexes {

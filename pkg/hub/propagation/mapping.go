@@ -124,15 +124,24 @@ func (r *reconciler) mapDecisionToApplications(ctx context.Context, decision cli
 
 // mapProjectToApplications enqueues the Applications of the AppProject.
 func (r *reconciler) mapProjectToApplications(ctx context.Context, project client.Object) []reconcile.Request {
-	if project.GetName() == argoapp.DefaultProject {
-		return nil // never shipped
-	}
 	var requests requestSet
 	if err := r.addApplicationsOfInterest(ctx, &requests, client.MatchingFields{indexApplicationByProject: project.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the Applications of a project", "project", project.GetName())
 		return nil
 	}
-	return requests.list()
+	all := requests.list()
+	if project.GetName() != argoapp.DefaultProject {
+		return all
+	}
+	// The default project is never shipped: only the tenants' Applications, which its
+	// rules govern on the hub (appProjectOf), read it.
+	tenants := all[:0]
+	for _, req := range all {
+		if req.Namespace != r.opts.ArgoCDNamespace {
+			tenants = append(tenants, req)
+		}
+	}
+	return tenants
 }
 
 // addApplicationsOfInterest adds to requests the Applications that opts select and that

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
 // Reasons of the Events and of the OCMPropagationError condition that report why a hub
@@ -57,6 +58,12 @@ const (
 	// and its AppProject does not exist on the hub. No work; an existing one is left as
 	// it is.
 	ReasonAppProjectNotFound = "AppProjectNotFound"
+	// ReasonSpokeApplicationNotPulled: the managed cluster already has an Application of
+	// the name and namespace the work would apply, which no hub Application pulled (its
+	// agent reports it without the hub-application annotations), and the hub
+	// Application does not opt in to adopt it (argoapp.AnnotationAdoptSpokeApplication).
+	// No work; the check is repeated every spokeApplicationRecheck.
+	ReasonSpokeApplicationNotPulled = "SpokeApplicationNotPulled"
 	// ReasonOverrideNotPermitted: the Application's .operation carries what argocd-server
 	// accepts only from a user with the applications' override permission (inline
 	// manifests in .operation.sync.manifests), which a ManifestWork cannot check. No
@@ -112,6 +119,8 @@ type reconciler struct {
 	// applied is what this process applied last to the works its cache does not show
 	// yet.
 	applied appliedWorks
+	// reports reads what the agents report of the Applications on their clusters.
+	reports *statusslices.Reader
 }
 
 // problem is bad input that keeps an Application from propagating: it is recorded on the
@@ -365,7 +374,43 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 	} else if owner != nil {
 		return conflict(works, work, owner), nil
 	}
+	if p := r.notPulledSpokeApplication(app, cluster, works); p != nil {
+		return outcome{freeze: true, problem: p, recheckAfter: spokeApplicationRecheck}, nil
+	}
 	return outcome{work: work}, nil
+}
+
+// spokeApplicationRecheck is how often an Application refused for a spoke-local
+// Application of its name checks again whether that one is gone.
+const spokeApplicationRecheck = 30 * time.Second
+
+// notPulledSpokeApplication returns the problem of an Application whose first work on
+// cluster would take over an Application there that no hub Application pulled: the
+// work agent's forced server-side apply would replace it silently, and the work's
+// deletion would delete it. The cluster's agent reports the Applications of the
+// namespaces it watches; one it does not report is not known here. An Application that
+// already has a work on the cluster, or opts in with AnnotationAdoptSpokeApplication, is
+// not checked.
+func (r *reconciler) notPulledSpokeApplication(app *unstructured.Unstructured, cluster string, works []workv1.ManifestWork) *problem {
+	if r.reports == nil || slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.Namespace == cluster }) {
+		return nil
+	}
+	if adopt, _ := strconv.ParseBool(app.GetAnnotations()[argoapp.AnnotationAdoptSpokeApplication]); adopt {
+		return nil
+	}
+	namespace := appNamespaceOf(app)
+	spoke, found := r.reports.FindSpokeApplication(cluster, namespace, app.GetName())
+	self := client.ObjectKeyFromObject(app)
+	if !found || (spoke.Hub != nil && *spoke.Hub == self) {
+		return nil
+	}
+	pulledBy := "no hub Application pulled it"
+	if spoke.Hub != nil {
+		pulledBy = fmt.Sprintf("hub Application %s pulled it, with a ManifestWork that no longer exists", spoke.Hub)
+	}
+	return &problem{ReasonSpokeApplicationNotPulled, fmt.Sprintf(
+		"cluster %q already has an Application %s/%s, and %s; it is not replaced. Delete it on the cluster, or set the annotation %s: \"true\" on this application to adopt it (its spec is then this application's, and it is deleted with it)",
+		cluster, namespace, app.GetName(), pulledBy, argoapp.AnnotationAdoptSpokeApplication)}
 }
 
 // refuse is the outcome of input that cannot be pulled: reported, with the works left as

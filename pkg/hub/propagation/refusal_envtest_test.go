@@ -2,6 +2,7 @@ package propagation
 
 import (
 	"testing"
+	"time"
 
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -9,11 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -176,7 +180,7 @@ func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
 // must be on the managed cluster.
 func TestEnvtestTenancyRules(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.WatchNamespaces = nil })
+	f := newFixture(t, func(o *Options) { o.WatchNamespaces = append(o.WatchNamespaces, o.ArgoCDNamespace) })
 	g := f.G
 	cluster := f.readyCluster("east")
 	setProject := func(name string, change func(spec map[string]any)) {
@@ -247,4 +251,41 @@ func TestEnvtestTenancyRules(t *testing.T) {
 		admin.Create(app)
 		admin.WaitForWork("platform", cluster)
 	})
+}
+
+// An Application that the managed cluster already has, and that no hub Application
+// pulled, is never taken over silently: the hub Application of its name is refused until
+// it opts in to adopt it. One that the same hub Application pulled before (its work gone,
+// as after an uninstall that orphaned it) is its own.
+func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	g := f.G
+	cluster := f.readyCluster("east")
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	g.Expect(f.C.Get(f.Ctx, types.NamespacedName{Namespace: cluster, Name: f.opts.AddonName}, addon)).To(gomega.Succeed())
+	reported := func(name string, hub *statusv1alpha1.ObjectRef) statusv1alpha1.AppStatus {
+		return statusv1alpha1.AppStatus{Namespace: f.Namespace, Name: name, Hub: hub,
+			ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), Sync: statusv1alpha1.SyncStatus{Status: "Synced"}}
+	}
+	g.Expect(f.C.Create(f.Ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{
+		reported("local", nil),
+		reported("orphaned", &statusv1alpha1.ObjectRef{Namespace: f.Namespace, Name: "orphaned"}),
+	}}))).To(gomega.Succeed())
+
+	f.Create(f.Application("local", cluster))
+	f.ExpectPropagationError("local", ReasonSpokeApplicationNotPulled, cluster, argoapp.AnnotationAdoptSpokeApplication)
+	g.Eventually(func() []string { return f.EventReasons(f.Namespace, "local", corev1.EventTypeWarning) }).
+		Should(gomega.ContainElement(ReasonSpokeApplicationNotPulled))
+	g.Consistently(func() []string { return f.WorkKeys("local") }).Should(gomega.BeEmpty())
+
+	f.UpdateApp("local", func(app *unstructured.Unstructured) {
+		testenv.SetAnnotation(app, argoapp.AnnotationAdoptSpokeApplication, "true")
+	})
+	work := f.WaitForWork("local", cluster)
+	g.Expect(testenv.Payload(t, work).GetAnnotations()).NotTo(gomega.HaveKey(argoapp.AnnotationAdoptSpokeApplication))
+	g.Eventually(func() string { return f.Condition("local", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+
+	f.Create(f.Application("orphaned", cluster))
+	f.WaitForWork("orphaned", cluster)
 }

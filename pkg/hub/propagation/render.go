@@ -323,6 +323,7 @@ var (
 		argoapp.AnnotationDestinationName,
 		argoapp.AnnotationDestinationServer,
 		argoapp.AnnotationSkipReconcile,
+		argoapp.AnnotationAdoptSpokeApplication,
 		corev1.LastAppliedConfigAnnotation,
 	}
 )

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -87,7 +88,7 @@ func newFixture(t *testing.T, adjust func(*Options)) *fixture {
 	scope := hubcache.Scope{AddonName: f.opts.AddonName, ArgoCDNamespace: f.opts.ArgoCDNamespace, WatchNamespaces: f.opts.WatchNamespaces}
 	testenv.StartManager(t, env, scope, f.writes, func(mgr ctrl.Manager, c client.Client) error {
 		f.cached = c
-		return Setup(mgr, c, f.opts)
+		return Setup(mgr, c, statusslices.NewReader(c, f.opts.AddonName), f.opts)
 	})
 	return f
 }

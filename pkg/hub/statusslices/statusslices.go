@@ -105,6 +105,49 @@ func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedNam
 	return &app, foundIn
 }
 
+// SpokeApplication is what a cluster's agent reports of the Application namespace/name on
+// the cluster, whatever created it.
+type SpokeApplication struct {
+	// Hub is the hub Application it carries the annotations of; nil for one that no hub
+	// Application pulled (a spoke-local Application).
+	Hub *types.NamespacedName
+	// ManifestWork names the work that applied it; empty for a spoke-local one.
+	ManifestWork string
+}
+
+// FindSpokeApplication returns what cluster's slices report of the Application
+// namespace/name on the cluster, and whether they report it: only an agent that watches
+// the namespace reports its Applications.
+func (r *Reader) FindSpokeApplication(cluster, namespace, name string) (SpokeApplication, bool) {
+	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	// Read-only: the cache's slices, not copies.
+	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
+		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
+		return SpokeApplication{}, false
+	}
+	var found *statusv1alpha1.AppStatus
+	for i := range list.Items {
+		s := &list.Items[i]
+		if r.check(cluster, s) != nil {
+			continue
+		}
+		for j := range s.Apps {
+			e := &s.Apps[j]
+			if e.Namespace == namespace && e.Name == name && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
+				found = e
+			}
+		}
+	}
+	if found == nil {
+		return SpokeApplication{}, false
+	}
+	app := SpokeApplication{ManifestWork: found.ManifestWork}
+	if found.Hub != nil && found.Hub.Name != "" {
+		app.Hub = &types.NamespacedName{Namespace: found.Hub.Namespace, Name: found.Hub.Name}
+	}
+	return app, true
+}
+
 // check returns the error of DecodeSlices for slice s of cluster, computed once per
 // resourceVersion.
 func (r *Reader) check(cluster string, s *statusv1alpha1.ApplicationStatusSlice) error {
