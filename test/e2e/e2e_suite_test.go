@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
@@ -61,7 +63,24 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Progress: func(step string) { fmt.Fprintln(GinkgoWriter, step) },
 	})
 	Expect(err).NotTo(HaveOccurred())
+	permitTenantNamespaces(ctx)
 }, NodeTimeout(8*time.Minute))
+
+// tenantNamespaces are the hub namespaces, besides Argo CD's, whose Applications the
+// suite's specs pull; the hub's default project lists them in spec.sourceNamespaces, as a
+// hub admin lists the namespaces whose Applications may use it. Others (the security
+// spec's tenant) may not use it.
+var tenantNamespaces = []string{"e2e-*", "overtime-*"}
+
+// permitTenantNamespaces lists tenantNamespaces in the hub's default AppProject.
+func permitTenantNamespaces(ctx context.Context) {
+	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
+	Expect(err).NotTo(HaveOccurred())
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"sourceNamespaces": tenantNamespaces}})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = hubDyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, "default", types.MergePatchType, patch, metav1.PatchOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
 
 var _ = AfterSuite(func() {
 	if theFleet == nil {

@@ -227,7 +227,7 @@ var argoCDServerObjects = map[string]bool{"ServiceAccount": true, "Role": true, 
 // startArgoCDServer runs the hub's Redis and argocd-server, as a stock install does: the
 // Redis password in the Secret argocd-redis (key auth), which the server gets as
 // REDIS_PASSWORD; the server as its service account, with the RBAC of Argo CD's
-// install.yaml, plaintext on loopback (--insecure). The server makes the admin password
+// install.yaml, its in-cluster the hub, plaintext on loopback (--insecure). The server makes the admin password
 // itself, in argocd-initial-admin-secret. It returns the Redis and the server's
 // host:port.
 func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane, argoDir string) (*miniredis.Miniredis, string, error) {
@@ -277,8 +277,11 @@ func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *Con
 		return redis, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	// ARGOCD_FAKE_IN_CLUSTER makes https://kubernetes.default.svc mean the hub, as
+	// argocd-server's service account, as it does for an argocd-server in a Pod: the
+	// resource endpoints of an in-cluster app act on the hub's objects.
 	if _, err := sup.start(processSpec{Name: "hub-argocd-server", Path: filepath.Join(bin, "argocd"),
-		Env: append(argoEnv(dir, kc, "argocd-server"), "REDIS_PASSWORD="+password),
+		Env: append(argoEnv(dir, kc, "argocd-server"), "REDIS_PASSWORD="+password, "ARGOCD_FAKE_IN_CLUSTER=true"),
 		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace, "--insecure",
 			"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[0]), "--metrics-port=" + strconv.Itoa(ports[1]),
 			"--redis=" + redis.Addr(), "--loglevel=info",

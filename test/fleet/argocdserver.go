@@ -66,10 +66,15 @@ func (c *ArgoCDClient) ManagedResources(ctx context.Context, app string) ([]argo
 	return res.Items, err
 }
 
-func (c *ArgoCDClient) do(ctx context.Context, method, path string, body []byte, into any) error {
+// Token is the session token, for the argocd CLI's --auth-token.
+func (c *ArgoCDClient) Token() string { return c.token }
+
+// Call sends a request to the API and returns the status and the body, whatever the
+// status.
+func (c *ArgoCDClient) Call(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.token != "" {
@@ -77,15 +82,20 @@ func (c *ArgoCDClient) do(ctx context.Context, method, path string, body []byte,
 	}
 	resp, err := argoCDHTTP.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+func (c *ArgoCDClient) do(ctx context.Context, method, path string, body []byte, into any) error {
+	status, data, err := c.Call(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, data)
+	if status != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s: %s", method, path, status, http.StatusText(status), data)
 	}
 	return json.Unmarshal(data, into)
 }

@@ -18,6 +18,9 @@ import (
 // ApplicationGVR is the resource of Argo CD Applications.
 var ApplicationGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
 
+// AppProjectGVR is the resource of Argo CD's AppProjects.
+var AppProjectGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
+
 // GuestbookNamespace is where the guestbook app deploys to.
 const GuestbookNamespace = "guestbook"
 

@@ -1,0 +1,431 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// What a hub user reaches through the hub's argocd-server on a pulled app's tree. Its
+// resource endpoints act on a tree node only when it has a UID, and then on the cluster
+// of the hub Application's destination, with argocd-server's own credentials there; for
+// the documented template that is the hub itself (the fleet's argocd-server resolves
+// in-cluster to the hub, as one in a Pod does). The hub holds objects of the same names as
+// the spoke's guestbook; no call of the UI's or the argocd CLI reads, patches or deletes
+// them.
+var _ = Describe("A hub user on a pulled app's tree", Ordered, func() {
+	const (
+		app       = "security-guestbook"
+		namespace = "security-guestbook"
+		placement = "security-placement"
+	)
+	var (
+		hubDyn dynamic.Interface
+		target *fleet.ManagedCluster
+		argocd *fleet.ArgoCDClient
+	)
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		target = theFleet.Clusters[0]
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement, target)
+
+		By("the hub has a Service and a Deployment named as the guestbook's, in a namespace of that name")
+		hub := theFleet.Hub.Kube
+		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(hub.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})).To(Succeed())
+		})
+		labels := map[string]string{"app": "hub-own"}
+		_, err = hub.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "guestbook-ui", Labels: labels},
+			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = hub.AppsV1().Deployments(namespace).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "guestbook-ui", Labels: labels},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hub", Image: "hub-own"}}}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("the guestbook pulled to " + target.Name + " with the documented template's destination, the hub's in-cluster")
+		a := fleet.GuestbookApplication(app, theFleet.Git.URL())
+		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
+		a.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
+		a.SetFinalizers([]string{argoapp.ResourcesFinalizer})
+		Expect(unstructured.SetNestedField(a.Object, namespace, "spec", "destination", "namespace")).To(Succeed())
+		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, a, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app, metav1.DeleteOptions{})).To(Succeed())
+			eventually(ctx, func(ctx context.Context) bool {
+				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+		})
+
+		password, err := theFleet.ArgoCDAdminPassword(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		argocd, err = fleet.LoginArgoCD(ctx, theFleet.ArgoCDServer, "admin", password)
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return treeOf(ctx, argocd, app)
+		}).Should(ContainElements(
+			"Service "+namespace+"/guestbook-ui Healthy",
+			"Deployment "+namespace+"/guestbook-ui Healthy",
+			MatchRegexp(`^Pod `+namespace+`/guestbook-ui-\w+-\w+ Healthy under ReplicaSet guestbook-ui-\w+$`),
+		), "the hub's argocd-server shows the spoke's tree")
+	})
+
+	// hubUntouched checks the hub's Service and Deployment are as the spec made them.
+	hubUntouched := func(ctx context.Context) {
+		service, err := theFleet.Hub.Kube.CoreV1().Services(namespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the hub's Service is still there")
+		Expect(service.Labels).To(Equal(map[string]string{"app": "hub-own"}), "the hub's Service is not patched")
+		deployment, err := theFleet.Hub.Kube.AppsV1().Deployments(namespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the hub's Deployment is still there")
+		Expect(deployment.Spec.Template.Annotations).To(BeEmpty(), "the hub's Deployment is not restarted")
+	}
+	// liveResource is what the UI asks for a node's live manifest.
+	liveResource := func(ctx context.Context, kind, group, version string) (int, string) {
+		query := url.Values{"name": {app}, "appNamespace": {fleet.ArgoCDNamespace}, "namespace": {namespace},
+			"resourceName": {"guestbook-ui"}, "kind": {kind}, "group": {group}, "version": {version}}
+		status, body, err := argocd.Call(ctx, http.MethodGet, "/api/v1/applications/"+app+"/resource?"+query.Encode(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		return status, string(body)
+	}
+	// argocdCLI runs the real argocd CLI against the hub's argocd-server, as admin.
+	argocdCLI := func(ctx context.Context, args ...string) (string, error) {
+		args = append(args, "--server", theFleet.ArgoCDServer, "--plaintext", "--auth-token", argocd.Token())
+		out, err := exec.CommandContext(ctx, filepath.Join(*binDir, "argocd"), args...).CombinedOutput()
+		fmt.Fprintf(GinkgoWriter, "argocd %s\n%s\n", strings.Join(args[:len(args)-5], " "), out)
+		return string(out), err
+	}
+	notPartOfTheApp := regexp.MustCompile(`not found as part of application`)
+
+	It("reads, patches, deletes and restarts none of the hub's objects of the same names", func(ctx SpecContext) {
+		By("the live manifest of the Service and of the Deployment (the UI's resource panel)")
+		for _, r := range [][3]string{{"Service", "", "v1"}, {"Deployment", "apps", "v1"}} {
+			status, body := liveResource(ctx, r[0], r[1], r[2])
+			Expect(status).NotTo(Equal(http.StatusOK), "GET the live %s: %s", r[0], body)
+			Expect(body).To(MatchRegexp(notPartOfTheApp.String()), "GET the live %s", r[0])
+			Expect(body).NotTo(ContainSubstring("hub-own"))
+		}
+		By("argocd app patch-resource, delete-resource and actions run restart")
+		for _, args := range [][]string{
+			{"app", "patch-resource", app, "--kind", "Service", "--resource-name", "guestbook-ui", "--namespace", namespace,
+				"--patch", `{"metadata":{"labels":{"pwned":"true"}}}`, "--patch-type", "application/merge-patch+json"},
+			{"app", "delete-resource", app, "--kind", "Service", "--resource-name", "guestbook-ui", "--namespace", namespace},
+			{"app", "actions", "run", app, "restart", "--kind", "Deployment", "--resource-name", "guestbook-ui", "--namespace", namespace},
+		} {
+			out, err := argocdCLI(ctx, args...)
+			Expect(err).To(HaveOccurred(), "argocd %s succeeded: %s", strings.Join(args[:2], " "), out)
+			Expect(out).To(MatchRegexp(notPartOfTheApp.String()))
+		}
+		hubUntouched(ctx)
+
+		By("the tree stays complete: the UI's and the CLI's table views")
+		nodes, err := treeOf(ctx, argocd, app)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes).To(ContainElements(
+			"Service "+namespace+"/guestbook-ui Healthy",
+			"Deployment "+namespace+"/guestbook-ui Healthy",
+			MatchRegexp(`^ReplicaSet `+namespace+`/guestbook-ui-\w+ Healthy under Deployment guestbook-ui$`),
+		))
+		out, err := argocdCLI(ctx, "app", "resources", app)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(And(ContainSubstring("Service"), ContainSubstring("Deployment"), ContainSubstring("ReplicaSet"), ContainSubstring("Pod")))
+	})
+
+	It("with its destination naming its managed cluster, links the tree and still acts on nothing of the hub's", func(ctx SpecContext) {
+		patch := fmt.Appendf(nil, `{"spec":{"destination":{"server":null,"name":%q}}}`, target.Name)
+		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, app, "application/merge-patch+json", patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			tree, err := argocd.ResourceTree(ctx, app)
+			var uids []string
+			for _, n := range tree.Nodes {
+				uids = append(uids, n.UID)
+			}
+			return uids, err
+		}).Should(And(Not(BeEmpty()), HaveEach(Not(BeEmpty()))), "every node carries a UID")
+
+		By("argocd app get -o tree links the Pods under their ReplicaSet")
+		out, err := argocdCLI(ctx, "app", "get", app, "-o", "tree")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(MatchRegexp(`(?m)ReplicaSet/guestbook-ui-\w+.*\n.*Pod/guestbook-ui-`))
+
+		By("the live manifest is asked of the Argo CD cluster " + target.Name + ", which holds no credentials")
+		status, body := liveResource(ctx, "Service", "", "v1")
+		Expect(status).NotTo(Equal(http.StatusOK), "GET the live Service: %s", body)
+		Expect(body).NotTo(ContainSubstring("hub-own"))
+		out, err = argocdCLI(ctx, "app", "delete-resource", app, "--kind", "Service", "--resource-name", "guestbook-ui", "--namespace", namespace)
+		Expect(err).To(HaveOccurred(), "argocd app delete-resource succeeded: %s", out)
+		hubUntouched(ctx)
+		_, err = target.Kube.CoreV1().Services(namespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the spoke's Service is still there")
+	})
+})
+
+// What a tenant reaches with an Application in its own namespace, bound to a cluster by a
+// Placement: no more than the hub Argo CD would let it do.
+var _ = Describe("A tenant's pulled Application", Ordered, func() {
+	const (
+		tenant    = "tenant-security" // not listed by the fleet's default project
+		placement = "tenant-security-placement"
+	)
+	var (
+		hubDyn dynamic.Interface
+		c      hubClients
+		target *fleet.ManagedCluster
+	)
+	BeforeAll(func(ctx SpecContext) {
+		c = newHubClients()
+		hubDyn = c.dyn
+		target = theFleet.Clusters[0]
+		enableAddonForSpec(ctx, target)
+		hub := theFleet.Hub.Kube
+		_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(hub.CoreV1().Namespaces().Delete(ctx, tenant, metav1.DeleteOptions{})).To(Succeed())
+		})
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, tenant, fleet.PlacementYAML(placement, nil))).To(Succeed())
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return applier.DecidedClusters(ctx, tenant, placement)
+		}).Should(ContainElement(target.Name), "the tenant's namespace is bound to %s", target.Name)
+	})
+
+	refused := func(ctx context.Context, name, reason string) { c.expectRefused(ctx, tenant, name, reason) }
+
+	It("on the default project, which does not list the tenant's namespace, gets no work", func(ctx SpecContext) {
+		app := pulledApp(tenant, "tenant-default", target.Name, "tenant-security-apps", true)
+		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(tenant).Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		refused(ctx, "tenant-default", propagation.ReasonAppProjectNotPermitted)
+	})
+
+	It("with inline manifests in its operation gets no work, and nothing lands on the cluster", func(ctx SpecContext) {
+		project := fmt.Appendf(nil, `
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  sourceNamespaces: [%[1]s]
+  sourceRepos: ['*']
+  destinations: [{server: '*', namespace: 'tenant-security-*'}]
+`, tenant, fleet.ArgoCDNamespace)
+		applier, err := fleet.NewApplier(theFleet.Hub.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, project)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, tenant, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+		app := pulledApp(tenant, "tenant-inline", target.Name, "tenant-security-apps", false)
+		app.Object["spec"].(map[string]any)["project"] = tenant
+		app.Object["operation"] = map[string]any{"sync": map[string]any{"manifests": []any{
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: injected, namespace: kube-system}\ndata: {from: tenant}",
+		}}}
+		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(tenant).Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		refused(ctx, "tenant-inline", propagation.ReasonOverrideNotPermitted)
+		_, err = target.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "injected", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no inline manifest reached %s: %v", target.Name, err)
+	})
+})
+
+// What a hub Application may do to an Application that a managed cluster already has and
+// that no hub Application pulled: nothing, until it opts in to adopt it.
+var _ = Describe("A managed cluster's own Application", Ordered, func() {
+	const (
+		name      = "security-local"
+		placement = "security-local-placement"
+	)
+	var (
+		c      hubClients
+		target *fleet.ManagedCluster
+		spoke  dynamic.Interface
+	)
+	BeforeAll(func(ctx SpecContext) {
+		c = newHubClients()
+		target = theFleet.Clusters[0]
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement, target)
+		var err error
+		spoke, err = dynamic.NewForConfig(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+	})
+	// spokeDestination is the destination namespace of the cluster's Application.
+	spokeDestination := func(ctx context.Context) (string, error) {
+		app, err := spoke.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		ns, _, err := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+		return ns, err
+	}
+
+	It("is not replaced by a hub Application of its name, until that one adopts it", func(ctx SpecContext) {
+		By("an Application made on " + target.Name + " by hand, which its agent reports")
+		local := fleet.GuestbookApplication(name, theFleet.Git.URL())
+		Expect(unstructured.SetNestedField(local.Object, "security-local-spoke", "spec", "destination", "namespace")).To(Succeed())
+		unstructured.RemoveNestedField(local.Object, "spec", "syncPolicy", "automated")
+		_, err := spoke.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, local, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			err := spoke.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+		eventually(ctx, func(ctx context.Context) (bool, error) {
+			_, found, err := reportedApp(ctx, target.Name, name)
+			return found, err
+		}).Should(BeTrue(), "the agent of %s reports its own Application", target.Name)
+
+		By("a hub Application of the same name is refused, and the cluster's stays as it was")
+		hubApp := pulledApp(fleet.ArgoCDNamespace, name, target.Name, "security-local-hub", false)
+		hubApp.SetFinalizers(nil) // deleting it must not prune what the cluster's own app deployed
+		_, err = c.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, hubApp, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			err := c.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
+		c.expectRefused(ctx, fleet.ArgoCDNamespace, name, propagation.ReasonSpokeApplicationNotPulled)
+		Consistently(ctx, spokeDestination).WithTimeout(10 * time.Second).Should(Equal("security-local-spoke"))
+
+		By("annotated to adopt it, the hub Application replaces its spec")
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, argoapp.AnnotationAdoptSpokeApplication)
+		_, err = c.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, spokeDestination).Should(Equal("security-local-hub"))
+	})
+})
+
+// What a managed cluster's agent can do with its own hub identity (the certificate its
+// klusterlet had signed for it): not fill the hub.
+var _ = Describe("A managed cluster's agent, as its hub identity", Ordered, func() {
+	const placement = "security-agent-placement"
+	var (
+		target, other *fleet.ManagedCluster
+		asAgent       dynamic.Interface
+		managerPod    string
+		c             hubClients
+	)
+	BeforeAll(func(ctx SpecContext) {
+		c = newHubClients()
+		target, other = theFleet.Clusters[0], theFleet.Clusters[1]
+		enableAddonForSpec(ctx, target)
+		enableAddonForSpec(ctx, other)
+		applyAddonPlacementForSpec(ctx, placement, other)
+
+		By("the agent's hub credentials, from the Secret its klusterlet wrote on " + target.Name)
+		var secret *corev1.Secret
+		eventually(ctx, func(ctx context.Context) (err error) {
+			secret, err = target.Kube.CoreV1().Secrets(addon.DefaultInstallNamespace).Get(ctx, addonName+"-hub-kubeconfig", metav1.GetOptions{})
+			if err == nil && len(secret.Data["tls.crt"]) == 0 {
+				err = fmt.Errorf("no certificate in %s yet", secret.Name)
+			}
+			return err
+		}).Should(Succeed())
+		config := rest.CopyConfig(theFleet.Hub.Config)
+		config.BearerToken, config.BearerTokenFile, config.Username, config.Password = "", "", "", ""
+		config.Impersonate = rest.ImpersonationConfig{}
+		config.CertFile, config.KeyFile = "", ""
+		config.CertData, config.KeyData = secret.Data["tls.crt"], secret.Data["tls.key"]
+		var err error
+		asAgent, err = dynamic.NewForConfig(config)
+		Expect(err).NotTo(HaveOccurred())
+
+		for pod := range theFleet.PodPids() {
+			if strings.HasPrefix(pod, fleet.HubName+"/") {
+				managerPod = pod
+			}
+		}
+		Expect(managerPod).NotTo(BeEmpty(), "the manager runs on the hub")
+	})
+
+	It("cannot store slices with oversized messages, and the hub goes on", func(ctx SpecContext) {
+		rssBefore := rssOf(theFleet.PodPids()[managerPod])
+		slices := asAgent.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name)
+		huge := strings.Repeat("x", 900*1024)
+		refused := 0
+		for i := range 10 {
+			slice := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": statusv1alpha1.GroupVersion.String(), "kind": statusv1alpha1.Kind,
+				"metadata":      map[string]any{"name": fmt.Sprintf("hostile-%d", i), "labels": map[string]any{statusv1alpha1.LabelAddon: addonName}},
+				"formatVersion": int64(1), "appCount": int64(1),
+				"apps": []any{map[string]any{"namespace": "argocd", "name": fmt.Sprintf("hostile-%d", i), "observedAt": "2026-01-01T00:00:00Z",
+					"conditions": []any{map[string]any{"type": "SyncError", "message": huge}}}},
+			}}
+			_, err := slices.Create(ctx, slice, metav1.CreateOptions{})
+			if err == nil {
+				DeferCleanup(func(ctx SpecContext) { Expect(ignoreNotFound(slices.Delete(ctx, slice.GetName(), metav1.DeleteOptions{}))).To(Succeed()) })
+				continue
+			}
+			Expect(apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsForbidden(err)).To(BeTrue(), "refused as invalid: %v", err)
+			refused++
+		}
+		Expect(refused).To(Equal(10), "every slice with a 0.9 MB message is refused by the hub apiserver")
+
+		By("a new app of " + other.Name + " propagates within a minute, and the manager's memory held")
+		app := pulledApp(fleet.ArgoCDNamespace, "security-after-hostile", other.Name, "security-after-hostile", false)
+		app.SetFinalizers(nil)
+		_, err := c.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(c.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app.GetName(), metav1.DeleteOptions{}))).To(Succeed())
+		})
+		eventually(ctx, func(ctx context.Context) (int, error) {
+			works, err := c.worksOf(ctx, fleet.ArgoCDNamespace, app.GetName())
+			return len(works), err
+		}).WithTimeout(time.Minute).Should(Equal(1))
+		Expect(theFleet.PodPids()).To(HaveKeyWithValue(managerPod, Not(BeZero())), "the manager did not restart")
+		rssAfter := rssOf(theFleet.PodPids()[managerPod])
+		fmt.Fprintf(GinkgoWriter, "manager RSS %d MiB before, %d MiB after\n", rssBefore>>20, rssAfter>>20)
+		Expect(rssAfter - rssBefore).To(BeNumerically("<", 64<<20), "the manager's RSS grew by less than 64 MiB")
+	})
+})
+
+// rssOf returns the resident memory of a process, in bytes.
+func rssOf(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^VmRSS:\s+(\d+) kB$`).FindSubmatch(data)
+	Expect(m).NotTo(BeNil(), "VmRSS of %d", pid)
+	kb, err := strconv.ParseInt(string(m[1]), 10, 64)
+	Expect(err).NotTo(HaveOccurred())
+	return kb << 10
+}
