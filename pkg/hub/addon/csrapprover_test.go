@@ -126,6 +126,11 @@ func TestAgentCSRApprover(t *testing.T) {
 				r.Subject.Organization = []string{r.Subject.Organization[1], r.Subject.Organization[0]}
 			}), defaultApproves: true},
 
+		{name: "an extra organization: cluster10's agents' group",
+			change: withRequest(func(r *x509Request) {
+				r.Subject.Organization = append(r.Subject.Organization, clusterAgentsGroup("cluster10", testAddon))
+			}), problem: "Organizations are", defaultApproves: true},
+		// The apiserver refuses to create this one (CertificateSubjectRestriction).
 		{name: "an extra organization: system:masters",
 			change: withRequest(func(r *x509Request) {
 				r.Subject.Organization = append(r.Subject.Organization, "system:masters")
