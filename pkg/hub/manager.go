@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -337,7 +338,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := SetupControllers(mgr, c, opts); err != nil {
 		return err
 	}
-	addonMgr, agentAddon, err := newAddonManager(cfg, opts)
+	addonMgr, agentAddon, err := newAddonManager(cfg, opts, mgr.GetEventRecorder(addon.CSRApproverName))
 	if err != nil {
 		return err
 	}
@@ -413,7 +414,8 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 }
 
 // newAddonManager registers the agent with addon-framework's manager, and returns both.
-func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager, *addon.AgentAddon, error) {
+// recorder records the Events of the agents' certificate requests.
+func newAddonManager(cfg *rest.Config, opts Options, recorder events.EventRecorder) (addonmanager.AddonManager, *addon.AgentAddon, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -428,6 +430,7 @@ func newAddonManager(cfg *rest.Config, opts Options) (addonmanager.AddonManager,
 		// The managed clusters' Argo CD runs in the namespace of the hub's: the pulled apps
 		// land there by default, and the agent reads its Redis there.
 		ArgoCDNamespace: opts.ArgoCDNamespace,
+		Recorder:        recorder,
 	}, kube, addons)
 	if err != nil {
 		return nil, nil, err

@@ -1,7 +1,7 @@
 // Package addon wires the argocd-pull agent into the OCM addon framework: the manifests
 // the framework deploys to each managed cluster that opts in, the agent's registration
-// with the hub (a KubeClient certificate and the hub permissions it gets), and its
-// health (a Lease).
+// with the hub (a KubeClient certificate, approved only when the agent's own cluster asks
+// for exactly it, and the hub permissions it gets), and its health (a Lease).
 package addon
 
 import (
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"open-cluster-management.io/addon-framework/pkg/agent"
 	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -55,6 +56,9 @@ type Options struct {
 	// ArgoCDNamespace is the namespace of the managed clusters' Argo CD
 	// application-controller and its Redis; empty means argocd.
 	ArgoCDNamespace string
+	// Recorder records a Warning Event on a ManagedClusterAddOn whose agent certificate
+	// request is not approved automatically (agentCSRApprover); nil records none.
+	Recorder events.EventRecorder
 }
 
 // AgentAddon renders the agent's manifests for each cluster (see Manifests) and grants
@@ -65,6 +69,8 @@ type AgentAddon struct {
 	hubKube   kubernetes.Interface
 	// hubRBAC caches the agents' hub Roles and RoleBindings; nil without hubKube.
 	hubRBAC *hubRBACCache
+	// csrApprover approves the agents' certificate requests.
+	csrApprover *agentCSRApprover
 }
 
 var _ agent.AgentAddon = &AgentAddon{}
@@ -81,7 +87,8 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 	if opts.ArgoCDNamespace == "" {
 		opts.ArgoCDNamespace = argoapp.DefaultAppNamespace
 	}
-	a := &AgentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube}
+	a := &AgentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube,
+		csrApprover: newAgentCSRApprover(opts.Recorder)}
 	if hubKube != nil {
 		rbac, err := newHubRBACCache(hubKube, hubRoleName(opts.AddonName))
 		if err != nil {
@@ -125,7 +132,7 @@ func (a *AgentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
 		AddonName: a.opts.AddonName,
 		Registration: &agent.RegistrationOption{
 			Configurations:   agent.KubeClientSignerConfigurations(a.opts.AddonName, AgentName),
-			CSRApproveCheck:  utils.DefaultCSRApprover(AgentName),
+			CSRApproveCheck:  a.csrApprover.approve,
 			PermissionConfig: a.grantHubPermissions,
 		},
 		// The agent runs addon-framework's lease updater in its install namespace.
