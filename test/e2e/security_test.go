@@ -2,6 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,13 +22,19 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	"open-cluster-management.io/addon-framework/pkg/agent"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -429,3 +441,53 @@ func rssOf(pid int) int64 {
 	Expect(err).NotTo(HaveOccurred())
 	return kb << 10
 }
+
+// What a managed cluster's registration agent can have signed on the hub: its own
+// agent's certificate, nothing wider and nothing of another cluster's. The manager's
+// approver (the addon framework's CSR controller, with the addon's check) leaves every
+// other request Pending for a person, with a Warning Event.
+var _ = Describe("A managed cluster's registration agent", Ordered, func() {
+	It("cannot have another cluster's agent certificate signed", func(ctx SpecContext) {
+		victim, forger := theFleet.Clusters[0], theFleet.Clusters[1]
+		enableAddonForSpec(ctx, victim)
+		// The forger's klusterlet identity on the hub, as its registration agent holds it.
+		config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(forger.Dir, "hub-kubeconfig", "kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		asForger, err := kubernetes.NewForConfig(config)
+		Expect(err).NotTo(HaveOccurred())
+
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		Expect(err).NotTo(HaveOccurred())
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{
+			CommonName:   agent.DefaultUser(victim.Name, addonName, addon.AgentName),
+			Organization: agent.DefaultGroups(victim.Name, addonName),
+		}, DNSNames: []string{addonName + ".addon.open-cluster-management.io"}}, key)
+		Expect(err).NotTo(HaveOccurred())
+		csr := &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "addon-" + victim.Name + "-" + addonName + "-",
+				Labels: map[string]string{clusterv1.ClusterNameLabelKey: victim.Name, addonv1beta1.AddonLabelKey: addonName}},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+				SignerName: certificatesv1.KubeAPIServerClientSignerName,
+				Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
+			},
+		}
+		csr, err = asForger.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "a registration agent may create certificate requests")
+		hub := theFleet.Hub.Kube
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(hub.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return warningReasons(ctx, victim.Name, addonName)
+		}).Should(ContainElement(addon.ReasonAgentCSRNotApproved), "a Warning Event on %s's ManagedClusterAddOn", victim.Name)
+		Consistently(ctx, func(ctx context.Context) ([]certificatesv1.CertificateSigningRequestCondition, error) {
+			current, err := hub.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			Expect(current.Status.Certificate).To(BeEmpty(), "no certificate signed for %s", current.Spec.Username)
+			return current.Status.Conditions, nil
+		}).WithTimeout(15*time.Second).Should(BeEmpty(), "the request of %s for %s's agent stays Pending", forger.Name, victim.Name)
+	})
+})
