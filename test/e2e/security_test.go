@@ -479,8 +479,18 @@ var _ = Describe("A managed cluster's registration agent", Ordered, func() {
 			Expect(ignoreNotFound(hub.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{}))).To(Succeed())
 		})
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
-			return warningReasons(ctx, victim.Name, addonName)
-		}).Should(ContainElement(addon.ReasonAgentCSRNotApproved), "a Warning Event on %s's ManagedClusterAddOn", victim.Name)
+			list, err := hub.CoreV1().Events(victim.Name).List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.name=" + addonName + ",type=" + corev1.EventTypeWarning})
+			var reasons []string
+			if err == nil {
+				for _, e := range list.Items {
+					if e.InvolvedObject.Kind == "ManagedClusterAddOn" && strings.Contains(e.Message, csr.Name) {
+						reasons = append(reasons, e.Reason)
+					}
+				}
+			}
+			return reasons, err
+		}).Should(ContainElement(addon.ReasonAgentCSRNotApproved), "a Warning Event on %s's ManagedClusterAddOn naming the request", victim.Name)
 		Consistently(ctx, func(ctx context.Context) ([]certificatesv1.CertificateSigningRequestCondition, error) {
 			current, err := hub.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
 			if err != nil {
