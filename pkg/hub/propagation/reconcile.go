@@ -59,10 +59,10 @@ const (
 	// it is.
 	ReasonAppProjectNotFound = "AppProjectNotFound"
 	// ReasonSpokeApplicationNotPulled: the managed cluster already has an Application of
-	// the name and namespace the work would apply, which no hub Application pulled (its
-	// agent reports it without the hub-application annotations), and the hub
-	// Application does not opt in to adopt it (argoapp.AnnotationAdoptSpokeApplication).
-	// No work; the check is repeated every spokeApplicationRecheck.
+	// the name and namespace the work would apply, which its agent reports as another hub
+	// Application's (or as no hub Application's), and the hub Application does not opt
+	// in to adopt it (argoapp.AnnotationAdoptSpokeApplication). No work; the check is
+	// repeated every spokeApplicationRecheck.
 	ReasonSpokeApplicationNotPulled = "SpokeApplicationNotPulled"
 	// ReasonOverrideNotPermitted: the Application's .operation carries what argocd-server
 	// accepts only from a user with the applications' override permission (inline
@@ -385,12 +385,12 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 const spokeApplicationRecheck = 30 * time.Second
 
 // notPulledSpokeApplication returns the problem of an Application whose first work on
-// cluster would take over an Application there that no hub Application pulled: the
-// work agent's forced server-side apply would replace it silently, and the work's
-// deletion would delete it. The cluster's agent reports the Applications of the
-// namespaces it watches; one it does not report is not known here. An Application that
-// already has a work on the cluster, or opts in with AnnotationAdoptSpokeApplication, is
-// not checked.
+// cluster would take over an Application there that this one did not pull: the work
+// agent's forced server-side apply would replace it silently, and the work's deletion
+// would delete it. The cluster's agent reports the Applications that came from a hub,
+// with the hub Application each points back to; one it does not report (made on the
+// cluster by hand) is not known here. An Application that already has a work on the
+// cluster, or opts in with AnnotationAdoptSpokeApplication, is not checked.
 func (r *reconciler) notPulledSpokeApplication(app *unstructured.Unstructured, cluster string, works []workv1.ManifestWork) *problem {
 	if r.reports == nil || slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.Namespace == cluster }) {
 		return nil
@@ -406,7 +406,7 @@ func (r *reconciler) notPulledSpokeApplication(app *unstructured.Unstructured, c
 	}
 	pulledBy := "no hub Application pulled it"
 	if spoke.Hub != nil {
-		pulledBy = fmt.Sprintf("hub Application %s pulled it, with a ManifestWork that no longer exists", spoke.Hub)
+		pulledBy = fmt.Sprintf("hub Application %s pulled it", spoke.Hub)
 	}
 	return &problem{ReasonSpokeApplicationNotPulled, fmt.Sprintf(
 		"cluster %q already has an Application %s/%s, and %s; it is not replaced. Delete it on the cluster, or set the annotation %s: \"true\" on this application to adopt it (its spec is then this application's, and it is deleted with it)",

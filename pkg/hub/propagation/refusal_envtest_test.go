@@ -253,10 +253,11 @@ func TestEnvtestTenancyRules(t *testing.T) {
 	})
 }
 
-// An Application that the managed cluster already has, and that no hub Application
-// pulled, is never taken over silently: the hub Application of its name is refused until
-// it opts in to adopt it. One that the same hub Application pulled before (its work gone,
-// as after an uninstall that orphaned it) is its own.
+// An Application that the managed cluster already has, and that its agent reports as
+// another hub Application's (its work gone), is never taken over silently: the hub
+// Application of its name is refused until it opts in to adopt it. One that the same hub
+// Application pulled before (its work gone, as after an uninstall that orphaned it) is
+// its own.
 func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -269,7 +270,7 @@ func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 			ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), Sync: statusv1alpha1.SyncStatus{Status: "Synced"}}
 	}
 	g.Expect(f.C.Create(f.Ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{
-		reported("local", nil),
+		reported("local", &statusv1alpha1.ObjectRef{Namespace: "another-team", Name: "local"}),
 		reported("orphaned", &statusv1alpha1.ObjectRef{Namespace: f.Namespace, Name: "orphaned"}),
 	}}))).To(gomega.Succeed())
 
