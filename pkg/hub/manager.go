@@ -80,7 +80,9 @@ type Options struct {
 	// TakeOverForeignWorks adopts the pulled works that another controller made (see
 	// propagation.Options.TakeOverForeignWorks).
 	TakeOverForeignWorks bool
-	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster (pkg/hub/clustersecret).
+	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster
+	// (pkg/hub/clustersecret). Off, the controller does not run, and the Secrets it made
+	// before stay until someone deletes them (the chart then grants no right on them).
 	ClusterSecrets bool
 	// Concurrency is the number of parallel reconciles of each controller. A reconcile
 	// mostly waits for the apiserver, so this bounds how many Applications propagate at
@@ -392,11 +394,14 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	if err := propagation.Setup(mgr, c, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
-	if err := clustersecret.Setup(mgr, clustersecret.Options{
-		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
-		Disabled: !opts.ClusterSecrets,
-	}); err != nil {
-		return fmt.Errorf("set up cluster secrets: %w", err)
+	// Off, the manager holds no rights on the cluster Secrets (the chart grants them with
+	// the feature), so it neither watches nor touches them.
+	if opts.ClusterSecrets {
+		if err := clustersecret.Setup(mgr, clustersecret.Options{
+			AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+		}); err != nil {
+			return fmt.Errorf("set up cluster secrets: %w", err)
+		}
 	}
 	if err := appsetreport.Setup(mgr, c, decoder, opts.AppSetReportOptions()); err != nil {
 		return fmt.Errorf("set up the ApplicationSet reports: %w", err)
