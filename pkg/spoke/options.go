@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -51,6 +52,17 @@ type Options struct {
 	// argocd-redis.<ArgoCDNamespace>.svc:6379, Argo CD's install, and ArgoCDRedisDisabled
 	// disables the tree.
 	ArgoCDRedis string
+	// ArgoCDRedisUsername is the Redis ACL user the agent reads as; empty means Redis'
+	// default user, whose password (argocd-redis's) writes the cache too. A user allowed
+	// GET on the tree keys and PSUBSCRIBE on their channel only makes the agent's access
+	// read-only (docs/operations.md, "The agent's Redis user").
+	ArgoCDRedisUsername string
+	// ArgoCDRedisPasswordSecret and ArgoCDRedisPasswordKey name the Secret, in
+	// ArgoCDNamespace, and its key that hold the password of that user (Argo CD's
+	// argocd-redis, auth, for the default user); no password when the Secret does not
+	// exist.
+	ArgoCDRedisPasswordSecret string
+	ArgoCDRedisPasswordKey    string
 }
 
 // ArgoCDRedisDisabled as Options.ArgoCDRedis makes the agent report apps without their
@@ -66,6 +78,9 @@ func DefaultOptions() Options {
 		ArgoCDNamespace: argoapp.DefaultAppNamespace,
 		PublishDelay:    200 * time.Millisecond,
 		ResyncPeriod:    10 * time.Minute,
+
+		ArgoCDRedisPasswordSecret: argocdcache.RedisSecret,
+		ArgoCDRedisPasswordKey:    argocdcache.RedisPasswordKey,
 	}
 }
 
@@ -92,6 +107,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ArgoCDRedis == "" {
 		o.ArgoCDRedis = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	}
+	if o.ArgoCDRedisPasswordSecret == "" {
+		o.ArgoCDRedisPasswordSecret = d.ArgoCDRedisPasswordSecret
+	}
+	if o.ArgoCDRedisPasswordKey == "" {
+		o.ArgoCDRedisPasswordKey = d.ArgoCDRedisPasswordKey
 	}
 	return o
 }
