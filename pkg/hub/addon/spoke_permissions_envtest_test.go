@@ -210,6 +210,7 @@ func TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly(t *testing.T) {
 	project := argoapp.NewAppProject()
 	project.SetNamespace("team-a")
 	project.SetName("team-a")
+	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}}
 	if _, err := workAgent.Resource(argoapp.AppProjectGVR).Namespace("team-a").Create(ctx, project, metav1.CreateOptions{}); err != nil {
 		t.Errorf("the work agent cannot create an AppProject in the watched namespace team-a: %v", err)
 	}
