@@ -106,7 +106,7 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "", "create", "update", "delete"),
 			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets", "", "", "create"),
 			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets/bind", "", "", "create"),
-			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update"),
+			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update", "get"),
 			perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "", "deletecollection"),
 			perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "", "create", "delete"),
 			perms("cluster1", "addon.open-cluster-management.io", "managedclusteraddons", "another-addon", "", "get", "update"),

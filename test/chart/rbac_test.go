@@ -61,6 +61,7 @@ var needed = slices.Concat(
 	perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "propagation (apply, delete), framework agent deploy", "get", "list", "watch", "create", "patch", "delete"),
 	perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "propagation, cluster secrets, framework", "get", "list", "watch"),
 	perms(cluster, "cluster.open-cluster-management.io", "placementdecisions", "", "tenant gate", "get", "list", "watch"),
+	perms(cluster, "cluster.open-cluster-management.io", "placements", "", "tenant gate: the decisions' owners, by UID (metadata cache)", "list", "watch"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "opt-in, framework", "list", "watch"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", addonName, "framework finalizers", "get", "update"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/status", addonName, "PropagationPaused, framework status", "patch"),
