@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&opts.ArgoCDRedisPasswordSecret, "argocd-redis-password-secret", opts.ArgoCDRedisPasswordSecret,
 		"Secret in the Argo CD namespace that holds the Redis user's password (none when the Secret does not exist)")
 	flag.StringVar(&opts.ArgoCDRedisPasswordKey, "argocd-redis-password-key", opts.ArgoCDRedisPasswordKey, "key of the Redis password in its Secret")
-	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling; empty disables it")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling, on loopback only (127.0.0.1:6060; kubectl port-forward reaches it); empty disables it")
 	flag.StringVar(&opts.SpokeKubeconfig, "kubeconfig", "", "kubeconfig of the managed cluster; empty: $KUBECONFIG, else the in-cluster config")
 	klog.InitFlags(nil)
 	flag.Parse()

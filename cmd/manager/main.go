@@ -26,7 +26,7 @@ func main() {
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure,
 		"serve the metrics over HTTPS to clients the hub apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
-	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling; "0" disables it`)
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling, on loopback only (127.0.0.1:6060; kubectl port-forward reaches it); "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "namespace of the leader election Lease; empty means the manager's own")

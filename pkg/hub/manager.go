@@ -33,6 +33,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -48,7 +49,8 @@ type Options struct {
 	// HTTP to anyone who reaches the port.
 	MetricsSecure bool
 	// PprofAddr is the bind address of net/http/pprof, for profiling; "0" (the default)
-	// disables it.
+	// disables it. It must be a loopback address (pprofaddr.Validate): pprof has no
+	// authentication.
 	PprofAddr string
 	// LeaderElect makes only one replica act at a time. LeaderElectionNamespace holds its
 	// Lease; empty means the namespace the manager runs in.
@@ -223,6 +225,9 @@ func (o Options) Validate() error {
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",
 			o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))

@@ -11,6 +11,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
 
 // DefaultAddonNamespace is the agent's default install namespace.
@@ -43,6 +44,7 @@ type Options struct {
 	// back from the hub, checks its prerequisites, and publishes what differs.
 	ResyncPeriod time.Duration
 	// PprofAddr is the bind address of net/http/pprof, for profiling; empty disables it.
+	// It must be a loopback address (pprofaddr.Validate): pprof has no authentication.
 	PprofAddr string
 	// ArgoCDNamespace is the namespace of Argo CD's application-controller: it names the
 	// apps of that namespace in its cache, and holds the Redis password Secret.
@@ -145,6 +147,9 @@ func (o Options) Validate() error {
 	}
 	if o.PublishDelay < 0 || o.PublishDelay > time.Second {
 		errs = append(errs, fmt.Errorf("the publish delay %v is not between 0 and 1s", o.PublishDelay))
+	}
+	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("the resync period %v is not positive", o.ResyncPeriod))
