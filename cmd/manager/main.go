@@ -26,7 +26,7 @@ func main() {
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, `address of the metrics endpoint; "0" disables it`)
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure,
 		"serve the metrics over HTTPS to clients the hub apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
-	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling; "0" disables it`)
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, `address of net/http/pprof, for profiling, on loopback only (127.0.0.1:6060; kubectl port-forward reaches it); "0" disables it`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "let only one replica act at a time")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "namespace of the leader election Lease; empty means the manager's own")
@@ -45,7 +45,7 @@ func main() {
 	flag.BoolVar(&opts.TakeOverForeignWorks, "take-over-foreign-works", opts.TakeOverForeignWorks,
 		"adopt the pulled ManifestWorks that another controller (Red Hat ACM's pull controller) made; only once that controller no longer serves the applications")
 	flag.BoolVar(&opts.ClusterSecrets, "cluster-secrets", opts.ClusterSecrets,
-		"keep an Argo CD cluster Secret per opted-in cluster in the Argo CD namespace; false deletes the ones the manager made (a cluster that already has a cluster Secret of another tool never gets a second one)")
+		"keep an Argo CD cluster Secret per opted-in cluster in the Argo CD namespace (a cluster that already has a cluster Secret of another tool never gets a second one); false keeps none and touches none, leaving the ones made before")
 	flag.StringVar(&opts.AgentImage, "agent-image", opts.AgentImage, "image of the agent deployed to each managed cluster")
 	flag.StringVar(&opts.AgentImagePullPolicy, "agent-image-pull-policy", opts.AgentImagePullPolicy, "imagePullPolicy of the agent: Always, IfNotPresent or Never")
 	flag.StringVar(&agentPullSecrets, "agent-image-pull-secrets", "",
@@ -102,18 +102,20 @@ func main() {
 // runUninstall is `manager uninstall`: the chart's pre-delete hook (docs/operations.md).
 func runUninstall(args []string) int {
 	opts := uninstall.Options{Mode: uninstall.LeaveRunning, AddonName: hub.DefaultOptions().AddonName,
-		ArgoCDNamespace: hub.DefaultOptions().ArgoCDNamespace, Timeout: 5 * time.Minute}
+		ArgoCDNamespace: hub.DefaultOptions().ArgoCDNamespace, ClusterSecrets: hub.DefaultOptions().ClusterSecrets, Timeout: 5 * time.Minute}
 	fs := flag.NewFlagSet("uninstall", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: manager uninstall [flags]\n\nStops the manager, then leaves the pulled Applications running on their clusters\n"+
 			"(orphans the ManifestWorks) or removes them, releases the hub Applications' finalizers and\n"+
-			"deletes the Argo CD cluster Secrets the manager made.")
+			"deletes the Argo CD cluster Secrets the manager made (with --cluster-secrets).")
 		fs.PrintDefaults()
 	}
 	mode := string(opts.Mode)
 	fs.StringVar(&mode, "mode", mode, fmt.Sprintf("%s: the clusters keep their Applications and workloads; %s: the Applications are removed from the clusters", uninstall.LeaveRunning, uninstall.RemoveApps))
 	fs.StringVar(&opts.AddonName, "addon-name", opts.AddonName, "name of the ClusterManagementAddOn")
 	fs.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of the hub Argo CD (the cluster Secrets)")
+	fs.BoolVar(&opts.ClusterSecrets, "cluster-secrets", opts.ClusterSecrets,
+		"the manager's --cluster-secrets: delete the Argo CD cluster Secrets it made; false leaves them (the manager may not touch them then)")
 	fs.StringVar(&opts.Namespace, "namespace", "", "namespace of the manager's Deployment and leader election Lease")
 	fs.StringVar(&opts.Deployment, "deployment", "", "the manager's Deployment, scaled to zero first")
 	fs.StringVar(&opts.Lease, "lease", "", "the manager's leader election Lease")

@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -54,6 +55,20 @@ const (
 	// (--app-state-cache-expiration, ARGOCD_APP_STATE_CACHE_EXPIRATION).
 	DefaultExpiration = time.Hour
 )
+
+// ReaderACLRules are the rules of a Redis ACL user that can read the apps' resource trees
+// and their notifications and nothing else: GET on the tree keys, PSUBSCRIBE on the
+// pattern of the tree notifications (which Redis matches literally against a PSUBSCRIBE
+// pattern), PING (go-redis pings an idle subscription every 3 s), and no other command,
+// key or channel. AUTH (and HELLO's answer to it) needs no rule. Give them to the agent's
+// user:
+//
+//	ACL SETUSER argocd-pull-agent on >PASSWORD <rules...>
+//
+// docs/operations.md, "The agent's Redis user", shows the line.
+func ReaderACLRules() []string {
+	return []string{"resetkeys", "~" + TreeKeyPrefix + "*", "resetchannels", "&" + TreeNotificationPattern(), "-@all", "+get", "+psubscribe", "+ping"}
+}
 
 // Compression is how values are compressed (--redis-compress, REDIS_COMPRESSION). Every
 // Argo CD component of an install must use the same.
@@ -164,21 +179,67 @@ var gzipWriters = sync.Pool{New: func() any {
 	return gz
 }}
 
-// Decode decodes a value as redisCache.unmarshal does: JSON, gzip-compressed or not.
+// MaxValueBytes bounds what the addon decodes of Argo CD's cache for one app: the JSON of
+// its tree, decompressed, all shards together. Whoever can write Redis chooses what the
+// agent reads, and a gzip value of a few hundred KiB expands to gigabytes. The bound
+// comes from the largest tree the agent can report: an app's entry in its status slice
+// holds at most clusterreport.MaxSliceBytes (1 MiB) of JSON, and the agent cuts the
+// nodes of a larger tree (clusterreport.FitEntry); Argo CD's JSON of a node (with its
+// info, networking info, uid, resource version and creation time) takes up to about four
+// times the entry's, so a tree over 4 MiB loses nodes anyway. 16 MiB leaves four times
+// that, and keeps a read (the JSON text and the decoded nodes, about as large) within
+// the agent's 128 MiB memory limit.
+const MaxValueBytes = 16 << 20
+
+// ErrValueTooLarge: a value decompresses to more than the bound its reader set.
+var ErrValueTooLarge = errors.New("the Argo CD cache value is larger than the addon reads")
+
+// Decode decodes a value as redisCache.unmarshal does: JSON, gzip-compressed or not. A
+// value over MaxValueBytes, decompressed, is ErrValueTooLarge.
 func Decode(raw []byte, compressed bool, v any) error {
-	var reader io.Reader = bytes.NewReader(raw)
+	_, err := DecodeBounded(raw, compressed, MaxValueBytes, v)
+	return err
+}
+
+// DecodeBounded is Decode of a value that may decompress to limit bytes at most; it
+// returns how many it decompressed. It stops reading past the limit with
+// ErrValueTooLarge, so that a gzip bomb costs no more than limit bytes.
+func DecodeBounded(raw []byte, compressed bool, limit int64, v any) (int64, error) {
+	counted := &countingReader{r: bytes.NewReader(raw), limit: limit}
 	if compressed {
-		gz, err := gzip.NewReader(reader)
+		gz, err := gzip.NewReader(bytes.NewReader(raw))
 		if err != nil {
-			return fmt.Errorf("decompress an Argo CD cache value: %w", err)
+			return 0, fmt.Errorf("decompress an Argo CD cache value: %w", err)
 		}
 		defer gz.Close()
-		reader = gz
+		counted.r = gz
 	}
-	if err := json.NewDecoder(reader).Decode(v); err != nil {
-		return fmt.Errorf("decode an Argo CD cache value: %w", err)
+	err := json.NewDecoder(counted).Decode(v)
+	switch {
+	case counted.n > limit:
+		return counted.n, fmt.Errorf("%w: over %d bytes decompressed", ErrValueTooLarge, limit)
+	case err != nil:
+		return counted.n, fmt.Errorf("decode an Argo CD cache value: %w", err)
 	}
-	return nil
+	return counted.n, nil
+}
+
+// countingReader reads r up to one byte past limit, and counts what it read.
+type countingReader struct {
+	r        io.Reader
+	n, limit int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.n > c.limit {
+		return 0, ErrValueTooLarge
+	}
+	if room := c.limit + 1 - c.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }
 
 // Tree is the part of Argo CD's ApplicationTree that the addon reads and writes.
@@ -238,6 +299,9 @@ func (r ResourceDiff) FullName() string {
 type ClientOptions struct {
 	// Addr is host:port.
 	Addr string
+	// Username is the Redis ACL user (AUTH <username> <password>); empty means the
+	// default user.
+	Username string
 	// Password returns Redis' password at each new connection; "" for none. Nil means
 	// none.
 	Password func(ctx context.Context) (string, error)
@@ -261,11 +325,19 @@ func NewClient(opts ClientOptions) *redis.Client {
 		MaxRetries:      1,
 		PoolSize:        opts.PoolSize,
 	}
-	if opts.Password != nil {
+	switch {
+	case opts.Password != nil:
 		o.CredentialsProviderContext = func(ctx context.Context) (string, string, error) {
 			password, err := opts.Password(ctx)
-			return "", password, err
+			if err == nil && password == "" && opts.Username != "" {
+				// Without a password go-redis would not authenticate, and the connection
+				// would act as the default user.
+				err = fmt.Errorf("no password for the Redis user %q", opts.Username)
+			}
+			return opts.Username, password, err
 		}
+	case opts.Username != "":
+		o.Username = opts.Username
 	}
 	return redis.NewClient(o)
 }

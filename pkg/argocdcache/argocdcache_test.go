@@ -3,9 +3,11 @@ package argocdcache
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -122,5 +124,72 @@ func BenchmarkCompress(b *testing.B) {
 		if _, err := Compress(encoded, CompressionGzip); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// bomb is a gzip value that expands to size bytes: a JSON tree whose nodes array is
+// padded with whitespace, which compresses about a thousand to one.
+func bomb(t *testing.T, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gz.Write([]byte(`{"nodes":[`)); err != nil {
+		t.Fatal(err)
+	}
+	pad := bytes.Repeat([]byte(" "), 1<<20)
+	for written := 0; written < size; written += len(pad) {
+		if _, err := gz.Write(pad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gz.Write([]byte("]}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestDecodeBoundsAGzipBomb: a value that expands past the bound is refused with
+// ErrValueTooLarge, having decompressed little more than the bound; one within it decodes.
+func TestDecodeBoundsAGzipBomb(t *testing.T) {
+	raw := bomb(t, 256<<20)
+	t.Logf("a %d-byte gzip value that expands to 256 MiB", len(raw))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	n, err := DecodeBounded(raw, true, MaxValueBytes, &Tree{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("DecodeBounded: %v, want ErrValueTooLarge", err)
+	}
+	if n > MaxValueBytes+1 {
+		t.Errorf("decompressed %d bytes, past the bound %d", n, MaxValueBytes)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 8*MaxValueBytes {
+		t.Errorf("allocated %d MiB to refuse it", allocated>>20)
+	}
+	if err := Decode(raw, true, &Tree{}); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("Decode: %v, want ErrValueTooLarge", err)
+	}
+
+	small := bomb(t, 1<<20)
+	n, err = DecodeBounded(small, true, MaxValueBytes, &Tree{})
+	if err != nil || n < 1<<20 {
+		t.Errorf("a 1 MiB tree: %d bytes, %v", n, err)
+	}
+	if _, err := DecodeBounded(small, true, 1<<19, &Tree{}); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("a 1 MiB tree with a 512 KiB bound: %v, want ErrValueTooLarge", err)
+	}
+	plain := []byte(`{"nodes":[]}` + "\n")
+	if _, err := DecodeBounded(plain, false, int64(len(plain)), &Tree{}); err != nil {
+		t.Errorf("a value of exactly the bound: %v", err)
+	}
+	if _, err := DecodeBounded(plain, false, int64(len(plain))-2, &Tree{}); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("an uncompressed value over the bound: %v, want ErrValueTooLarge", err)
 	}
 }

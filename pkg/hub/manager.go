@@ -34,6 +34,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
 
 // Options configure the hub addon-manager. DefaultOptions gives the defaults that the
@@ -49,7 +50,8 @@ type Options struct {
 	// HTTP to anyone who reaches the port.
 	MetricsSecure bool
 	// PprofAddr is the bind address of net/http/pprof, for profiling; "0" (the default)
-	// disables it.
+	// disables it. It must be a loopback address (pprofaddr.Validate): pprof has no
+	// authentication.
 	PprofAddr string
 	// LeaderElect makes only one replica act at a time. LeaderElectionNamespace holds its
 	// Lease; empty means the namespace the manager runs in.
@@ -81,7 +83,9 @@ type Options struct {
 	// TakeOverForeignWorks adopts the pulled works that another controller made (see
 	// propagation.Options.TakeOverForeignWorks).
 	TakeOverForeignWorks bool
-	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster (pkg/hub/clustersecret).
+	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster
+	// (pkg/hub/clustersecret). Off, the controller does not run, and the Secrets it made
+	// before stay until someone deletes them (the chart then grants no right on them).
 	ClusterSecrets bool
 	// Concurrency is the number of parallel reconciles of each controller. A reconcile
 	// mostly waits for the apiserver, so this bounds how many Applications propagate at
@@ -222,6 +226,9 @@ func (o Options) Validate() error {
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",
 			o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
@@ -393,11 +400,14 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	if err := propagation.Setup(mgr, c, slices, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
-	if err := clustersecret.Setup(mgr, clustersecret.Options{
-		AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
-		Disabled: !opts.ClusterSecrets,
-	}); err != nil {
-		return fmt.Errorf("set up cluster secrets: %w", err)
+	// Off, the manager holds no rights on the cluster Secrets (the chart grants them with
+	// the feature), so it neither watches nor touches them.
+	if opts.ClusterSecrets {
+		if err := clustersecret.Setup(mgr, clustersecret.Options{
+			AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
+		}); err != nil {
+			return fmt.Errorf("set up cluster secrets: %w", err)
+		}
 	}
 	if err := appsetreport.Setup(mgr, c, decoder, opts.AppSetReportOptions()); err != nil {
 		return fmt.Errorf("set up the ApplicationSet reports: %w", err)

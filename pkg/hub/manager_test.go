@@ -56,3 +56,14 @@ func TestReportBudgetOption(t *testing.T) {
 		}
 	}
 }
+
+// pprof, which has no authentication, binds to loopback only.
+func TestPprofOnLoopbackOnly(t *testing.T) {
+	for addr, valid := range map[string]bool{"0": true, "127.0.0.1:6060": true, "[::1]:6060": true, ":6060": false, "0.0.0.0:6060": false} {
+		opts := DefaultOptions()
+		opts.PprofAddr = addr
+		if err := opts.Validate(); (err == nil) != valid {
+			t.Errorf("pprof address %q: Validate() = %v, want valid %v", addr, err, valid)
+		}
+	}
+}

@@ -191,7 +191,8 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	var reader *treeReader
 	if opts.ArgoCDRedis != ArgoCDRedisDisabled {
 		secrets := dynamicSecrets{r: a.spokeDynamic.Resource(secretGVR).Namespace(opts.ArgoCDNamespace)}
-		reader = newTreeReader(opts.ArgoCDRedis, opts.ArgoCDNamespace, secrets, log)
+		reader = newTreeReader(redisReaderOptions{addr: opts.ArgoCDRedis, username: opts.ArgoCDRedisUsername,
+			passwordSecret: opts.ArgoCDRedisPasswordSecret, passwordKey: opts.ArgoCDRedisPasswordKey}, opts.ArgoCDNamespace, secrets, log)
 		defer reader.Close()
 		a.goFunc(func() {
 			reader.Watch(ctx, func(namespace, name string) {

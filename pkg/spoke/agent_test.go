@@ -270,8 +270,9 @@ func TestOptions(t *testing.T) {
 	}
 	bad := opts
 	bad.HubKubeconfig, bad.ClusterName, bad.WatchNamespaces, bad.PublishDelay = "", "Cluster_1", []string{"a/b"}, 2*time.Second
+	bad.PprofAddr = ":6060" // every interface, without authentication
 	err := bad.Validate()
-	for _, want := range []string{"hub kubeconfig", "cluster name", "watch namespace", "publish delay"} {
+	for _, want := range []string{"hub kubeconfig", "cluster name", "watch namespace", "publish delay", "pprof address"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name the %s", err, want)
 		}

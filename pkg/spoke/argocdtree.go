@@ -37,16 +37,24 @@ type treeReader struct {
 // treeRetryAfter is how long the reader gives up on an unreachable Redis.
 const treeRetryAfter = 10 * time.Second
 
-// newTreeReader returns a reader of the Redis at addr, authenticated with the password
-// of Argo CD's Secret argocdcache.RedisSecret, read at each new connection; none when the
+// redisReaderOptions say how the agent reaches Argo CD's Redis: its address, the ACL user
+// (empty: the default user), and the Secret of Argo CD's namespace and its key that hold
+// the user's password.
+type redisReaderOptions struct {
+	addr, username, passwordSecret, passwordKey string
+}
+
+// newTreeReader returns a reader of the Redis at o.addr, authenticated as o.username with
+// the password of the Secret o.passwordSecret, read at each new connection; none when the
 // Secret does not exist.
-func newTreeReader(addr, argoCDNamespace string, secrets argocdcache.SecretGetter, log logr.Logger) *treeReader {
+func newTreeReader(o redisReaderOptions, argoCDNamespace string, secrets argocdcache.SecretGetter, log logr.Logger) *treeReader {
 	return &treeReader{
 		argoCDNamespace: argoCDNamespace,
 		log:             log,
 		client: argocdcache.NewClient(argocdcache.ClientOptions{
-			Addr:     addr,
-			Password: argocdcache.PasswordFromSecret(secrets, argocdcache.RedisSecret, argocdcache.RedisPasswordKey),
+			Addr:     o.addr,
+			Username: o.username,
+			Password: argocdcache.PasswordFromSecret(secrets, o.passwordSecret, o.passwordKey),
 			PoolSize: 2,
 		}),
 	}
@@ -70,7 +78,8 @@ func (r *treeReader) Read(ctx context.Context, namespace, name string) clusterre
 
 	tree, err := r.read(ctx, argocdcache.InstanceName(r.argoCDNamespace, namespace, name))
 	if err != nil {
-		if !errors.Is(err, errNoTree) {
+		// A tree missing or too large is this app's; anything else, Redis'.
+		if !errors.Is(err, errNoTree) && !errors.Is(err, argocdcache.ErrValueTooLarge) {
 			r.mu.Lock()
 			r.downUntil, r.downErr = time.Now().Add(treeRetryAfter), err
 			r.mu.Unlock()
@@ -83,15 +92,18 @@ func (r *treeReader) Read(ctx context.Context, namespace, name string) clusterre
 // errNoTree: Argo CD has not cached a tree for the app (yet).
 var errNoTree = errors.New("the Argo CD cache holds no resource tree for this application yet")
 
+// read reads the tree of an app, its shards together at most argocdcache.MaxValueBytes
+// decompressed.
 func (r *treeReader) read(ctx context.Context, instance string) (clusterreport.Tree, error) {
+	budget := int64(argocdcache.MaxValueBytes)
 	var first argocdcache.Tree
-	if err := r.get(ctx, argocdcache.TreeKey(instance, 0), &first); err != nil {
+	if err := r.get(ctx, argocdcache.TreeKey(instance, 0), &budget, &first); err != nil {
 		return clusterreport.Tree{}, err
 	}
 	nodes := first.Nodes
 	for shard := int64(1); shard < first.ShardsCount; shard++ {
 		var next argocdcache.Tree
-		if err := r.get(ctx, argocdcache.TreeKey(instance, shard), &next); err != nil {
+		if err := r.get(ctx, argocdcache.TreeKey(instance, shard), &budget, &next); err != nil {
 			return clusterreport.Tree{}, fmt.Errorf("shard %d of %d: %w", shard, first.ShardsCount, err)
 		}
 		nodes = append(nodes, next.Nodes...)
@@ -99,11 +111,15 @@ func (r *treeReader) read(ctx context.Context, instance string) (clusterreport.T
 	return clusterreport.Tree{Nodes: convertNodes(nodes)}, nil
 }
 
-// get reads key, gzip-compressed (Argo CD's default) or not, into v.
-func (r *treeReader) get(ctx context.Context, key string, v any) error {
-	raw, err := r.client.Get(ctx, argocdcache.StoredKey(key, argocdcache.CompressionGzip)).Bytes()
+// get reads key, gzip-compressed (Argo CD's default) or not, into v, at most *budget
+// bytes decompressed, and takes what it decompressed from *budget. Its errors name the
+// key.
+func (r *treeReader) get(ctx context.Context, key string, budget *int64, v any) error {
+	stored := argocdcache.StoredKey(key, argocdcache.CompressionGzip)
+	raw, err := r.client.Get(ctx, stored).Bytes()
 	compressed := true
 	if errors.Is(err, redis.Nil) {
+		stored = key
 		raw, err = r.client.Get(ctx, key).Bytes()
 		compressed = false
 	}
@@ -113,7 +129,12 @@ func (r *treeReader) get(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("read Argo CD's cache: %w", err)
 	}
-	return argocdcache.Decode(raw, compressed, v)
+	n, err := argocdcache.DecodeBounded(raw, compressed, *budget, v)
+	if err != nil {
+		return fmt.Errorf("key %s: %w", stored, err)
+	}
+	*budget -= n
+	return nil
 }
 
 func convertNodes(nodes []argocdcache.Node) []statusv1alpha1.ResourceNode {

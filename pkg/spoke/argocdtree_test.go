@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // argoCDTreeJSON is an ApplicationTree as Argo CD 3.2's application-controller writes it:
@@ -39,6 +41,12 @@ func gzipped(t *testing.T, s string) string {
 	return buf.String()
 }
 
+// defaultRedisReader is how a stock agent reaches the Redis at addr: the default user,
+// with the password of Argo CD's argocd-redis Secret.
+func defaultRedisReader(addr string) redisReaderOptions {
+	return redisReaderOptions{addr: addr, passwordSecret: argocdcache.RedisSecret, passwordKey: argocdcache.RedisPasswordKey}
+}
+
 func TestReadTree(t *testing.T) {
 	redis := miniredis.RunT(t)
 	redis.RequireAuth("s3cret")
@@ -46,7 +54,7 @@ func TestReadTree(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data:       map[string][]byte{"auth": []byte("s3cret")},
 	}).CoreV1().Secrets("argocd")
-	r := newTreeReader(redis.Addr(), "argocd", secrets, logr.Discard())
+	r := newTreeReader(defaultRedisReader(redis.Addr()), "argocd", secrets, logr.Discard())
 	defer r.Close()
 	ctx := context.Background()
 
@@ -87,6 +95,22 @@ func TestReadTree(t *testing.T) {
 		t.Errorf("after a missing tree: %+v", tree)
 	}
 
+	// A tree that expands past the bound, in a shard: refused, naming the key, without
+	// taking Redis for down.
+	if err := redis.Set("app|resources-tree|big|1.8.3", strings.Replace(argoCDTreeJSON, "%s", `,"shardsCount":2`, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := redis.Set("app|resources-tree|big|1|1.8.3.gz", gzipped(t, `{"nodes":[`+strings.Repeat(" ", argocdcache.MaxValueBytes)+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if tree := r.Read(ctx, "argocd", "big"); !strings.Contains(tree.Unavailable, "key app|resources-tree|big|1|1.8.3.gz") ||
+		!strings.Contains(tree.Unavailable, "larger than") || len(tree.Nodes) != 0 {
+		t.Errorf("a tree over the bound: %+v", tree)
+	}
+	if tree := r.Read(ctx, "argocd", "web"); tree.Unavailable != "" {
+		t.Errorf("after a tree over the bound: %+v", tree)
+	}
+
 	// Redis gone: said so, at once for the next apps.
 	redis.Close()
 	if tree := r.Read(ctx, "argocd", "web"); tree.Unavailable == "" {
@@ -100,7 +124,7 @@ func TestReadTree(t *testing.T) {
 
 func TestWatchTrees(t *testing.T) {
 	redis := miniredis.RunT(t)
-	r := newTreeReader(redis.Addr(), "argocd", fake.NewClientset().CoreV1().Secrets("argocd"), logr.Discard())
+	r := newTreeReader(defaultRedisReader(redis.Addr()), "argocd", fake.NewClientset().CoreV1().Secrets("argocd"), logr.Discard())
 	defer r.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,5 +149,28 @@ func TestWatchTrees(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no notification for %s", want)
 		}
+	}
+}
+
+// TestTreeBoundCoversTheReportableTrees: Argo CD's JSON of a node takes at most about four
+// times the agent's entry of it, so the largest tree whose nodes fit an entry
+// (clusterreport.MaxSliceBytes) is at most about four times that in Argo CD's cache;
+// argocdcache.MaxValueBytes leaves four times more.
+func TestTreeBoundCoversTheReportableTrees(t *testing.T) {
+	var tree argocdcache.Tree
+	if err := argocdcache.Decode([]byte(argoCDPodJSON), false, &tree); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := json.Marshal(convertNodes(tree.Nodes)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := len(argoCDPodJSON) - len(`{"nodes":[]}`)
+	t.Logf("a Pod node: %d bytes in Argo CD's cache, %d in the agent's entry", theirs, len(ours))
+	if theirs > 4*len(ours) {
+		t.Errorf("Argo CD's node takes %d bytes, more than four times the entry's %d", theirs, len(ours))
+	}
+	if argocdcache.MaxValueBytes < 4*4*clusterreport.MaxSliceBytes {
+		t.Errorf("MaxValueBytes %d is under 16 times MaxSliceBytes", argocdcache.MaxValueBytes)
 	}
 }

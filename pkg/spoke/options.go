@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
 
 // DefaultAddonNamespace is the agent's default install namespace.
@@ -42,6 +44,7 @@ type Options struct {
 	// back from the hub, checks its prerequisites, and publishes what differs.
 	ResyncPeriod time.Duration
 	// PprofAddr is the bind address of net/http/pprof, for profiling; empty disables it.
+	// It must be a loopback address (pprofaddr.Validate): pprof has no authentication.
 	PprofAddr string
 	// ArgoCDNamespace is the namespace of Argo CD's application-controller: it names the
 	// apps of that namespace in its cache, and holds the Redis password Secret.
@@ -51,6 +54,17 @@ type Options struct {
 	// argocd-redis.<ArgoCDNamespace>.svc:6379, Argo CD's install, and ArgoCDRedisDisabled
 	// disables the tree.
 	ArgoCDRedis string
+	// ArgoCDRedisUsername is the Redis ACL user the agent reads as; empty means Redis'
+	// default user, whose password (argocd-redis's) writes the cache too. A user allowed
+	// GET on the tree keys and PSUBSCRIBE on their channel only makes the agent's access
+	// read-only (docs/operations.md, "The agent's Redis user").
+	ArgoCDRedisUsername string
+	// ArgoCDRedisPasswordSecret and ArgoCDRedisPasswordKey name the Secret, in
+	// ArgoCDNamespace, and its key that hold the password of that user (Argo CD's
+	// argocd-redis, auth, for the default user); no password when the Secret does not
+	// exist.
+	ArgoCDRedisPasswordSecret string
+	ArgoCDRedisPasswordKey    string
 }
 
 // ArgoCDRedisDisabled as Options.ArgoCDRedis makes the agent report apps without their
@@ -66,6 +80,9 @@ func DefaultOptions() Options {
 		ArgoCDNamespace: argoapp.DefaultAppNamespace,
 		PublishDelay:    200 * time.Millisecond,
 		ResyncPeriod:    10 * time.Minute,
+
+		ArgoCDRedisPasswordSecret: argocdcache.RedisSecret,
+		ArgoCDRedisPasswordKey:    argocdcache.RedisPasswordKey,
 	}
 }
 
@@ -92,6 +109,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ArgoCDRedis == "" {
 		o.ArgoCDRedis = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	}
+	if o.ArgoCDRedisPasswordSecret == "" {
+		o.ArgoCDRedisPasswordSecret = d.ArgoCDRedisPasswordSecret
+	}
+	if o.ArgoCDRedisPasswordKey == "" {
+		o.ArgoCDRedisPasswordKey = d.ArgoCDRedisPasswordKey
 	}
 	return o
 }
@@ -124,6 +147,9 @@ func (o Options) Validate() error {
 	}
 	if o.PublishDelay < 0 || o.PublishDelay > time.Second {
 		errs = append(errs, fmt.Errorf("the publish delay %v is not between 0 and 1s", o.PublishDelay))
+	}
+	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("the resync period %v is not positive", o.ResyncPeriod))

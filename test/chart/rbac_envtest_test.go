@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -86,6 +87,9 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms("cluster1", "", "secrets", "", "", "get", "list", "create", "delete"),
 			perms("kube-system", "", "secrets", "", "", "get", "list"),
 			perms(argocdScope, "", "configmaps", "", "", "get", "list"),
+			// No Secret of the Argo CD namespace by name but the Redis password's.
+			perms(argocdScope, "", "secrets", "", "", "get", "update", "deletecollection"),
+			perms(argocdScope, "", "secrets", "argocd-secret", "", "get"),
 			perms(cluster, "", "pods", "", "", "create"),
 			perms(cluster, "apps", "deployments", "", "", "create", "update"),
 			perms(releaseScope, "apps", "deployments", managerName, "", "update", "patch"),
@@ -102,7 +106,7 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "", "create", "update", "delete"),
 			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets", "", "", "create"),
 			perms(cluster, "cluster.open-cluster-management.io", "managedclustersets/bind", "", "", "create"),
-			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update"),
+			perms(cluster, "cluster.open-cluster-management.io", "placements", "", "", "create", "update", "get"),
 			perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "", "deletecollection"),
 			perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "", "create", "delete"),
 			perms("cluster1", "addon.open-cluster-management.io", "managedclusteraddons", "another-addon", "", "get", "update"),
@@ -128,8 +132,71 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("the manager runs with it", func(t *testing.T) {
-		runManager(t, env, objs)
+		runManager(t, env, objs, true)
 	})
+}
+
+// TestRBACWithoutClusterSecrets installs the chart with manager.clusterSecrets=false and
+// checks, with requests impersonating the manager's ServiceAccount, that the manager may
+// read the hub Argo CD's Redis password Secret by name and no other Secret of the Argo CD
+// namespace (argocd-secret: not get, list, watch, patch nor delete); then it runs the
+// real manager with that identity: it propagates, makes no cluster Secret, and is refused
+// nothing; its uninstall leaves the cluster Secrets alone.
+func TestRBACWithoutClusterSecrets(t *testing.T) {
+	paths(t) // skips without bin/helm
+	objs := render(t, "createNamespace=true", "manager.clusterSecrets=false")
+	env := testenv.Start(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	for _, ns := range []string{argocdNS, "cluster1", "team-a", "other"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applier, err := fleet.NewApplier(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.Apply(ctx, namespace, objs...); err != nil {
+		t.Fatalf("apply the rendered chart: %v", err)
+	}
+	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{redisPasswordSecret, "argocd-secret"} {
+		_, err := kube.CoreV1().Secrets(argocdNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string][]byte{"auth": []byte("s3cret")}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerUser, Groups: managerGroups}
+	secrets := kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(argocdNS)
+	eventually(t, "the manager reads the Redis password Secret by name", func() bool {
+		secret, err := secrets.Get(ctx, redisPasswordSecret, metav1.GetOptions{})
+		return err == nil && string(secret.Data["auth"]) == "s3cret"
+	})
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the manager may %s: %v, want forbidden", what, err)
+		}
+	}
+	_, err = secrets.Get(ctx, "argocd-secret", metav1.GetOptions{})
+	forbidden("get argocd-secret", err)
+	_, err = secrets.List(ctx, metav1.ListOptions{})
+	forbidden("list the Secrets of the Argo CD namespace", err)
+	_, err = secrets.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=argocd-secret"})
+	forbidden("list argocd-secret by name", err)
+	_, err = secrets.Watch(ctx, metav1.ListOptions{})
+	forbidden("watch the Secrets of the Argo CD namespace", err)
+	_, err = secrets.Patch(ctx, "argocd-secret", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+	forbidden("patch argocd-secret (whose answer is the Secret)", err)
+	forbidden("delete argocd-secret", secrets.Delete(ctx, "argocd-secret", metav1.DeleteOptions{}))
+	_, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "made-up"}}, metav1.CreateOptions{})
+	forbidden("create a Secret", err)
+
+	runManager(t, env, objs, false)
 }
 
 // concat concatenates permission lists.
@@ -167,9 +234,9 @@ func access(t *testing.T, kube kubernetes.Interface, p permission) (bool, string
 
 // runManager builds cmd/manager and runs it as the chart's ServiceAccount (kubeconfig
 // impersonation) against env, then checks that a pulled Application becomes a
-// ManifestWork, that the cluster Secret and the agent's hub Role appear, and that the
-// log holds no forbidden error.
-func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructured) {
+// ManifestWork, that the cluster Secret (with clusterSecrets, else none) and the agent's
+// hub Role appear, and that the log holds no forbidden error.
+func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructured, clusterSecrets bool) {
 	root, _, _ := paths(t)
 	dir := t.TempDir()
 	manager := filepath.Join(dir, "manager")
@@ -280,9 +347,12 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 		works := &workv1.ManifestWorkList{}
 		return c.List(ctx, works, client.InNamespace("cluster1"), client.HasLabels{argoapp.LabelPullToOCMManagedCluster}) == nil && len(works.Items) == 1
 	})
-	eventually(t, "the Argo CD cluster Secret of cluster1", func() bool {
-		return c.Get(ctx, types.NamespacedName{Namespace: argocdNS, Name: "cluster1-" + addonName + "-cluster"}, &corev1.Secret{}) == nil
-	})
+	clusterSecret := types.NamespacedName{Namespace: argocdNS, Name: "cluster1-" + addonName + "-cluster"}
+	if clusterSecrets {
+		eventually(t, "the Argo CD cluster Secret of cluster1", func() bool {
+			return c.Get(ctx, clusterSecret, &corev1.Secret{}) == nil
+		})
+	}
 	eventually(t, "the agent's hub Role and RoleBinding in cluster1 (granted by the manager)", func() bool {
 		name := "open-cluster-management:" + addonName + ":agent"
 		return c.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: name}, &rbacv1.Role{}) == nil &&
@@ -299,8 +369,13 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 	// Let the remaining controllers (the framework's deploy, config and CSR controllers)
 	// sync once more before reading the log.
 	time.Sleep(3 * time.Second)
+	if !clusterSecrets {
+		if err := c.Get(ctx, clusterSecret, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the cluster Secret of cluster1 without manager.clusterSecrets: %v, want none", err)
+		}
+	}
 	stop()
-	uninstallAsManager(t, env, manager, kubeconfig, &log)
+	uninstallAsManager(t, env, manager, kubeconfig, &log, clusterSecrets)
 	if !strings.Contains(log.String(), "starting the hub addon-manager") {
 		t.Errorf("the manager did not log its start")
 	}
@@ -395,13 +470,21 @@ func scrapeMetrics(t *testing.T, env *testenv.Env, url string) {
 
 // uninstallAsManager runs the chart's uninstall hook command as the chart's manager
 // identity, once the manager stopped: the manager's Deployment is scaled to zero, the
-// works (none has a work agent's finalizer here) and the cluster Secret are deleted, and
-// nothing is refused.
-func uninstallAsManager(t *testing.T, env *testenv.Env, manager, kubeconfig string, managerLog *bytes.Buffer) {
+// works (none has a work agent's finalizer here) are deleted, and nothing is refused. With
+// clusterSecrets the cluster Secret is deleted; without, a cluster Secret the manager
+// made while they were on stays, since the manager may not touch it.
+func uninstallAsManager(t *testing.T, env *testenv.Env, manager, kubeconfig string, managerLog *bytes.Buffer, clusterSecrets bool) {
 	t.Helper()
 	ctx := context.Background()
+	c := env.Client
+	wantSecrets := 0
+	if !clusterSecrets {
+		must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "earlier-" + addonName + "-cluster", Namespace: argocdNS,
+			Labels: map[string]string{argoapp.LabelSecretType: argoapp.SecretTypeCluster, "app.kubernetes.io/managed-by": addonName}}}))
+		wantSecrets = 1
+	}
 	cmd := exec.Command(manager, "uninstall", "--kubeconfig="+kubeconfig, "--mode=remove-apps", "--addon-name="+addonName,
-		"--argocd-namespace="+argocdNS, "--namespace="+namespace, "--deployment="+managerName,
+		"--argocd-namespace="+argocdNS, "--cluster-secrets="+strconv.FormatBool(clusterSecrets), "--namespace="+namespace, "--deployment="+managerName,
 		"--lease="+addonName+"-addon-manager", "--timeout=30s", "--v=4")
 	out, err := cmd.CombinedOutput()
 	managerLog.WriteString("--- manager uninstall\n")
@@ -409,7 +492,6 @@ func uninstallAsManager(t *testing.T, env *testenv.Env, manager, kubeconfig stri
 	if err != nil {
 		t.Fatalf("manager uninstall: %v", err)
 	}
-	c := env.Client
 	works := &workv1.ManifestWorkList{}
 	must(t, c.List(ctx, works, client.HasLabels{argoapp.LabelAddon}))
 	if len(works.Items) != 0 {
@@ -417,8 +499,8 @@ func uninstallAsManager(t *testing.T, env *testenv.Env, manager, kubeconfig stri
 	}
 	secrets := &corev1.SecretList{}
 	must(t, c.List(ctx, secrets, client.InNamespace(argocdNS), client.MatchingLabels{argoapp.LabelSecretType: argoapp.SecretTypeCluster}))
-	if len(secrets.Items) != 0 {
-		t.Errorf("cluster Secrets left after uninstall: %d", len(secrets.Items))
+	if len(secrets.Items) != wantSecrets {
+		t.Errorf("cluster Secrets left after uninstall: %d, want %d", len(secrets.Items), wantSecrets)
 	}
 	scale, err := kubernetes.NewForConfigOrDie(env.Config).AppsV1().Deployments(namespace).GetScale(ctx, managerName, metav1.GetOptions{})
 	must(t, err)

@@ -52,12 +52,16 @@ func perms(s scope, group, resource, named, why string, verbs ...string) []permi
 // agentRole names the agent's hub Role and RoleBinding in each cluster namespace.
 const agentRole = "open-cluster-management:" + addonName + ":agent"
 
+// redisPasswordSecret is the chart's default hubArgoCDCache.passwordSecret.name.
+const redisPasswordSecret = "argocd-redis"
+
 var needed = slices.Concat(
 	perms(cluster, "argoproj.io", "applications", "", "propagation: finalizers, .operation, refresh; appstatus: status", "get", "list", "watch", "patch"),
 	perms(cluster, "argoproj.io", "applicationsets", "", "report controller", "get", "list", "watch"),
 	perms(cluster, "work.open-cluster-management.io", "manifestworks", "", "propagation (apply, delete), framework agent deploy", "get", "list", "watch", "create", "patch", "delete"),
 	perms(cluster, "cluster.open-cluster-management.io", "managedclusters", "", "propagation, cluster secrets, framework", "get", "list", "watch"),
 	perms(cluster, "cluster.open-cluster-management.io", "placementdecisions", "", "tenant gate", "get", "list", "watch"),
+	perms(cluster, "cluster.open-cluster-management.io", "placements", "", "tenant gate: the decisions' owners, by UID (metadata cache)", "list", "watch"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", "", "opt-in, framework", "list", "watch"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons", addonName, "framework finalizers", "get", "update"),
 	perms(cluster, "addon.open-cluster-management.io", "managedclusteraddons/status", addonName, "PropagationPaused, framework status", "patch"),
@@ -79,7 +83,9 @@ var needed = slices.Concat(
 	perms(cluster, "apiextensions.k8s.io", "customresourcedefinitions", "multiclusterapplicationsetreports.apps.open-cluster-management.io", "report controller: the served schema", "get"),
 	perms(cluster, "argocd-pull.open-cluster-management.io", "applicationstatusslices", "", "the agent's hub Role grants them (HubRole), so the manager holds them; the hub reads the slices",
 		"get", "list", "watch", "create", "update", "patch", "delete"),
-	perms(argocdScope, "", "secrets", "", "Argo CD cluster Secrets; get also reads the hub Argo CD's Redis password Secret by name (resourcetree)", "get", "list", "watch", "create", "patch", "delete"),
+	perms(argocdScope, "", "secrets", redisPasswordSecret, "resourcetree: the hub Argo CD's Redis password, by name (hubArgoCDCache)", "get"),
+	perms(argocdScope, "", "secrets", "", "clustersecret: the cluster Secrets' caches, apply and delete; uninstall (manager.clusterSecrets)",
+		"list", "watch", "create", "patch", "delete"),
 	perms(argocdScope, "argoproj.io", "appprojects", "", "propagation ships the AppProject", "get", "list", "watch"),
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
 	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),
@@ -276,4 +282,43 @@ func equalJSON(t *testing.T, a, b any) bool {
 		}
 	}
 	return reflect.DeepEqual(ja, jb)
+}
+
+// TestSecretRightsFollowTheFeatures: the manager's rights on Secrets come with the
+// features that need them, and go with them: get on the Redis password Secret by name
+// with hubArgoCDCache, the cluster Secrets' verbs with manager.clusterSecrets, and with
+// neither no right on any Secret.
+func TestSecretRightsFollowTheFeatures(t *testing.T) {
+	redis := perms(argocdScope, "", "secrets", redisPasswordSecret, "", "get")
+	clusterSecrets := perms(argocdScope, "", "secrets", "", "", "list", "watch", "create", "patch", "delete")
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want []permission
+	}{
+		{"default", nil, slices.Concat(redis, clusterSecrets)},
+		{"no cluster Secrets", []string{"manager.clusterSecrets=false"}, redis},
+		{"no resource trees", []string{"hubArgoCDCache.enabled=false"}, clusterSecrets},
+		{"another password Secret", []string{"manager.clusterSecrets=false", "hubArgoCDCache.passwordSecret.name=redis-auth"},
+			perms(argocdScope, "", "secrets", "redis-auth", "", "get")},
+		{"neither", []string{"manager.clusterSecrets=false", "hubArgoCDCache.enabled=false"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, p := range renderedPermissions(t, tc.set...) {
+				if p.resource == "secrets" {
+					got = append(got, p.String())
+				}
+			}
+			var want []string
+			for _, p := range tc.want {
+				want = append(want, p.String())
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("the manager may %v on Secrets, want %v", got, want)
+			}
+		})
+	}
 }

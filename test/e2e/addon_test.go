@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -40,16 +41,17 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	// On a stock OCM spoke the work agent applies with the admin ClusterRole plus the
 	// ClusterRoles labelled aggregate-to-work; admin covers no Argo CD kind. The fleet's
 	// klusterlet runs with exactly that RBAC, so a work carrying an Application is
-	// forbidden until the addon's agent ships its aggregate-to-work ClusterRole.
+	// forbidden until the addon's agent ships the work agent's Role in the namespaces it
+	// watches (the fleet's: argocd).
 	const forbiddenWork = "addon-before-enable"
 	It("cannot apply an Application on a cluster before the addon is enabled there", func(ctx SpecContext) {
 		// Another suite may have left the addon enabled on the cluster.
 		err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 		Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "disable the addon on %s: %v", enabled.Name, err)
 		eventually(ctx, func(ctx context.Context) bool {
-			_, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+			_, err := enabled.Kube.RbacV1().Roles(fleet.ArgoCDNamespace).Get(ctx, addon.WorkAgentRoleName(addonName), metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "the addon's ClusterRole before enabling")
+		}).Should(BeTrue(), "the work agent's Role before enabling")
 		mw := fleet.ManifestWork(forbiddenWork, enabled.Name, fleet.GuestbookApplication(forbiddenWork, theFleet.Git.URL()))
 		_, err = works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -64,17 +66,17 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 		clusteradmEnable(ctx, enabled.Name)
 	})
 
-	It("ships the work agent's ClusterRole, so the forbidden work applies", func(ctx SpecContext) {
+	It("ships the work agent's Role, so the forbidden work applies", func(ctx SpecContext) {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, forbiddenWork, metav1.DeleteOptions{})).To(Succeed())
 		})
-		eventually(ctx, func(ctx context.Context) (map[string]string, error) {
-			role, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+		eventually(ctx, func(ctx context.Context) ([]rbacv1.Subject, error) {
+			binding, err := enabled.Kube.RbacV1().RoleBindings(fleet.ArgoCDNamespace).Get(ctx, addon.WorkAgentRoleName(addonName), metav1.GetOptions{})
 			if err != nil {
 				return nil, err
 			}
-			return role.Labels, nil
-		}).Should(HaveKeyWithValue(fleet.AggregateToWorkLabel, "true"))
+			return binding.Subjects, nil
+		}).Should(ContainElement(HaveField("Name", fleet.KlusterletServiceAccount)))
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			return manifestApplied(ctx, works, enabled.Name, forbiddenWork)
 		}).Should(HavePrefix("True:"))
@@ -165,9 +167,9 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 			return list.Items, nil
 		}).ShouldNot(ContainElement(HaveField("Name", "addon-"+addonName+"-deploy-0")))
 		eventually(ctx, func(ctx context.Context) bool {
-			_, err := enabled.Kube.RbacV1().ClusterRoles().Get(ctx, addon.WorkAgentClusterRoleName(addonName), metav1.GetOptions{})
+			_, err := enabled.Kube.RbacV1().Roles(fleet.ArgoCDNamespace).Get(ctx, addon.WorkAgentRoleName(addonName), metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "the work agent's ClusterRole leaves with the agent")
+		}).Should(BeTrue(), "the work agent's Role leaves with the agent")
 	})
 })
 

@@ -2,9 +2,11 @@ package addon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
+	"unicode"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -76,10 +79,16 @@ func HubKubeconfigSecret(addonName string) string { return addonName + "-hub-kub
 
 // renderAgentManifests returns the agent's objects for one cluster: its ServiceAccount,
 // its spoke RBAC (read-only on Applications in the watched namespaces, its own Lease and
-// Events), its Deployment, and its Namespace when that is not the klusterlet's default.
+// Events, the Redis password Secret by name), the work agent's Role in each watched
+// namespace, its Deployment, and its Namespace when that is not the klusterlet's default.
 // adc, when set, customises node placement, tolerations, image registries, proxy and
-// resources.
+// resources, and its customized variables (see agentVariables) the work agent's identity
+// and the agent's Redis user.
 func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) ([]runtime.Object, error) {
+	vars, err := agentVariables(adc)
+	if err != nil {
+		return nil, err
+	}
 	name := v.deploymentName()
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: v.InstallNamespace}
 	roleName := hubRoleName(v.AddonName)
@@ -94,12 +103,6 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 		})
 	}
 	objs = append(objs,
-		// What the klusterlet's work agent needs to apply the pulled works: it applies
-		// with the admin ClusterRole plus every ClusterRole labelled aggregate-to-work, and
-		// Argo CD aggregates nothing to admin. So a stock cluster forbids it Applications
-		// and AppProjects until this ClusterRole, delivered and removed with the agent,
-		// grants them.
-		workAgentClusterRole(v.AddonName),
 		&corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.InstallNamespace},
@@ -131,7 +134,7 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 	// The apps' resource trees: the password of Argo CD's Redis, and no other Secret.
 	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-			ResourceNames: []string{argocdcache.RedisSecret}, Verbs: []string{"get"}},
+			ResourceNames: []string{vars.redisPasswordSecret}, Verbs: []string{"get"}},
 	)...)
 	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {
@@ -139,8 +142,16 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
 				Verbs: []string{"get", "list", "watch"}},
 		)...)
+		// What the klusterlet's work agent needs to apply the pulled works: it applies
+		// with the admin ClusterRole plus every ClusterRole labelled aggregate-to-work, and
+		// Argo CD aggregates nothing to admin. So a stock cluster forbids it Applications
+		// and AppProjects until this Role, delivered and removed with the agent, grants
+		// them, in the namespaces where the pulled apps may land and no other: the
+		// namespaces the agent watches. Aggregation collects ClusterRoles only, so the Role
+		// is bound to the work agent's service account itself.
+		objs = append(objs, roleWithBinding(WorkAgentRoleName(v.AddonName), ns, vars.workAgent, workAgentRule())...)
 	}
-	deploy, err := agentDeployment(v, adc)
+	deploy, err := agentDeployment(v, vars, adc)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +196,7 @@ func roleWithBinding(name, namespace string, subject rbacv1.Subject, rules ...rb
 	}
 }
 
-func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*appsv1.Deployment, error) {
+func agentDeployment(v agentValues, vars agentVariableValues, adc *addonv1beta1.AddOnDeploymentConfig) (*appsv1.Deployment, error) {
 	name := v.deploymentName()
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": v.AddonName}
 	image, err := agentImage(v.Image, adc, v.ClusterAnnotations)
@@ -205,6 +216,8 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 			"--watch-namespaces=" + strings.Join(v.WatchNamespaces, ","),
 			"--argocd-namespace=" + v.ArgoCDNamespace,
 			"--argocd-redis=" + argoCDRedisAddress(v.ArgoCDNamespace),
+			"--argocd-redis-password-secret=" + vars.redisPasswordSecret,
+			"--argocd-redis-password-key=" + vars.redisPasswordKey,
 		},
 		Env: []corev1.EnvVar{
 			{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
@@ -220,6 +233,9 @@ func agentDeployment(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig) (*a
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: "hub-kubeconfig", MountPath: hubKubeconfigMountPath, ReadOnly: true}},
+	}
+	if vars.redisUsername != "" {
+		container.Args = append(container.Args, "--argocd-redis-username="+vars.redisUsername)
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: name,
@@ -351,29 +367,90 @@ func containerIDMatches(containerID, id string) (bool, error) {
 	return true, nil
 }
 
-// LabelAggregateToWork aggregates a ClusterRole into the permissions that the klusterlet's
-// work agent applies ManifestWorks with (the ocm module's
-// manifests/klusterlet/managed/klusterlet-work-clusterrole-execution.yaml).
-const LabelAggregateToWork = "open-cluster-management.io/aggregate-to-work"
-
-// WorkAgentClusterRoleName names the ClusterRole of workAgentClusterRole.
-func WorkAgentClusterRoleName(addonName string) string {
+// WorkAgentRoleName names the Role, in each namespace the agent watches, that lets the
+// klusterlet's work agent apply the pulled Applications and AppProjects there.
+func WorkAgentRoleName(addonName string) string {
 	return "open-cluster-management:" + addonName + ":work-applications"
 }
 
-// workAgentClusterRole lets the work agent apply, watch (status feedback) and delete the
-// Argo CD Applications and AppProjects of the pulled works.
-func workAgentClusterRole(addonName string) *rbacv1.ClusterRole {
-	return &rbacv1.ClusterRole{
-		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   WorkAgentClusterRoleName(addonName),
-			Labels: map[string]string{LabelAggregateToWork: "true"},
-		},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"argoproj.io"},
-			Resources: []string{"applications", "appprojects"},
-			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
-		}},
+// workAgentRule lets the work agent apply, watch (status feedback: OCM v1.2's work agent
+// watches per namespace) and delete the Argo CD Applications and AppProjects of the
+// pulled works.
+func workAgentRule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{
+		APIGroups: []string{"argoproj.io"},
+		Resources: []string{"applications", "appprojects"},
+		Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 	}
+}
+
+// The customized variables of an AddOnDeploymentConfig that the agent's manifests read;
+// other variables are ignored.
+const (
+	// VariableWorkAgentServiceAccount is "<namespace>/<name>" of the klusterlet's work
+	// agent's service account on the managed cluster, which applies the pulled works.
+	VariableWorkAgentServiceAccount = "workAgentServiceAccount"
+	// VariableArgoCDRedisUsername is the Redis ACL user the agent reads Argo CD's cache
+	// as; empty means Redis' default user (docs/operations.md, "The agent's Redis user").
+	VariableArgoCDRedisUsername = "argocdRedisUsername"
+	// VariableArgoCDRedisPasswordSecret and VariableArgoCDRedisPasswordKey name the Secret,
+	// in Argo CD's namespace, and its key that hold that user's password.
+	VariableArgoCDRedisPasswordSecret = "argocdRedisPasswordSecret"
+	VariableArgoCDRedisPasswordKey    = "argocdRedisPasswordKey"
+)
+
+// DefaultWorkAgentServiceAccount is the work agent's service account of a klusterlet
+// named "klusterlet" in the Default or Singleton mode (OCM v1.2's klusterlet operator:
+// "<klusterlet name>-work-sa" in its namespace, open-cluster-management-agent).
+var DefaultWorkAgentServiceAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind,
+	Namespace: "open-cluster-management-agent", Name: "klusterlet-work-sa"}
+
+// agentVariableValues are the agent's settings that its AddOnDeploymentConfig may set.
+type agentVariableValues struct {
+	workAgent                                            rbacv1.Subject
+	redisUsername, redisPasswordSecret, redisPasswordKey string
+}
+
+// agentVariables reads the customized variables of adc (nil: the defaults). A malformed
+// value is an error: the framework then sets ManifestApplied=False with it on the
+// ManagedClusterAddOn and leaves the deployed agent as it is.
+func agentVariables(adc *addonv1beta1.AddOnDeploymentConfig) (agentVariableValues, error) {
+	vars := agentVariableValues{workAgent: DefaultWorkAgentServiceAccount,
+		redisPasswordSecret: argocdcache.RedisSecret, redisPasswordKey: argocdcache.RedisPasswordKey}
+	if adc == nil {
+		return vars, nil
+	}
+	var errs []error
+	for _, kv := range adc.Spec.CustomizedVariables {
+		invalid := func(msgs []string) {
+			if len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("customized variable %s=%q: %s", kv.Name, kv.Value, strings.Join(msgs, "; ")))
+			}
+		}
+		switch kv.Name {
+		case VariableWorkAgentServiceAccount:
+			ns, name, ok := strings.Cut(kv.Value, "/")
+			if !ok {
+				invalid([]string{"want <namespace>/<name>"})
+				continue
+			}
+			invalid(append(validation.IsDNS1123Label(ns), validation.IsDNS1123Subdomain(name)...))
+			vars.workAgent = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		case VariableArgoCDRedisUsername:
+			if kv.Value == "" || strings.ContainsFunc(kv.Value, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+				invalid([]string{"a Redis user name is not empty and has no space"})
+			}
+			vars.redisUsername = kv.Value
+		case VariableArgoCDRedisPasswordSecret:
+			invalid(validation.IsDNS1123Subdomain(kv.Value))
+			vars.redisPasswordSecret = kv.Value
+		case VariableArgoCDRedisPasswordKey:
+			invalid(validation.IsConfigMapKey(kv.Value))
+			vars.redisPasswordKey = kv.Value
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return agentVariableValues{}, fmt.Errorf("AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+	}
+	return vars, nil
 }

@@ -54,7 +54,8 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--hub-kubeconfig=/var/run/hub/kubeconfig", "--cluster-name=c1", "--addon-name=argocd-pull",
 		"--addon-namespace=" + DefaultInstallNamespace, "--watch-namespaces=argocd,team-a",
-		"--argocd-namespace=argocd", "--argocd-redis=argocd-redis.argocd.svc:6379"}
+		"--argocd-namespace=argocd", "--argocd-redis=argocd-redis.argocd.svc:6379",
+		"--argocd-redis-password-secret=argocd-redis", "--argocd-redis-password-key=auth"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %v, want %v", c.Args, wantArgs)
 	}
@@ -80,6 +81,9 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 	// Applications are readable only in the watched namespaces, and nothing is writable.
 	var appNamespaces []string
 	for _, role := range find[*rbacv1.Role](objs) {
+		if role.Name == WorkAgentRoleName("argocd-pull") {
+			continue // the work agent's: see TestWorkAgentRole
+		}
 		for _, rule := range role.Rules {
 			if slices.Contains(rule.Resources, "applications") {
 				appNamespaces = append(appNamespaces, role.Namespace)
@@ -93,10 +97,6 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 		t.Errorf("Application roles in %v, want argocd and team-a", appNamespaces)
 	}
 	for _, cr := range find[*rbacv1.ClusterRole](objs) {
-		if cr.Name == WorkAgentClusterRoleName("argocd-pull") {
-			// The work agent's, not the agent's: see TestWorkAgentClusterRole.
-			continue
-		}
 		for _, rule := range cr.Rules {
 			if !slices.Equal(rule.ResourceNames, []string{"applications.argoproj.io"}) {
 				t.Errorf("cluster-wide rule %v is not limited to the Application CRD", rule)
@@ -135,34 +135,111 @@ func TestArgoCDRedisNetworkPolicy(t *testing.T) {
 	}
 }
 
-// The agent ships, for the klusterlet's work agent, a ClusterRole aggregated to its
-// execution role that covers Applications and AppProjects, and nothing else; it is bound
-// to nobody directly.
-func TestWorkAgentClusterRole(t *testing.T) {
-	objs, err := renderAgentManifests(values(DefaultInstallNamespace), nil)
+// The agent ships, for the klusterlet's work agent, a Role in each namespace the agent
+// watches that covers Applications and AppProjects, and nothing else, bound to the work
+// agent's service account; no ClusterRole of the work agent's. An AddOnDeploymentConfig
+// names another work agent.
+func TestWorkAgentRole(t *testing.T) {
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
+	hosted := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "open-cluster-management-c1", Name: "klusterlet-c1-work-sa"}
+	for _, tc := range []struct {
+		name string
+		adc  *addonv1beta1.AddOnDeploymentConfig
+		want rbacv1.Subject
+	}{
+		{"default", nil, DefaultWorkAgentServiceAccount},
+		{"another klusterlet", adcWith(addonv1beta1.CustomizedVariable{Name: VariableWorkAgentServiceAccount,
+			Value: "open-cluster-management-c1/klusterlet-c1-work-sa"}), hosted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderAgentManifests(values(DefaultInstallNamespace), tc.adc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var namespaces []string
+			for _, role := range find[*rbacv1.Role](objs) {
+				if role.Name != WorkAgentRoleName("argocd-pull") {
+					continue
+				}
+				namespaces = append(namespaces, role.Namespace)
+				if !reflect.DeepEqual(role.Rules, wantRules) {
+					t.Errorf("rules in %s = %v, want %v", role.Namespace, role.Rules, wantRules)
+				}
+			}
+			if !slices.Equal(namespaces, []string{"argocd", "team-a"}) {
+				t.Errorf("the work agent's Roles in %v, want the watched namespaces argocd and team-a", namespaces)
+			}
+			var bound []string
+			for _, b := range find[*rbacv1.RoleBinding](objs) {
+				if b.RoleRef.Name != WorkAgentRoleName("argocd-pull") {
+					continue
+				}
+				bound = append(bound, b.Namespace)
+				if b.RoleRef.Kind != "Role" || !slices.Equal(b.Subjects, []rbacv1.Subject{tc.want}) {
+					t.Errorf("RoleBinding %s/%s binds %s %v, want the Role to %v", b.Namespace, b.Name, b.RoleRef.Kind, b.Subjects, tc.want)
+				}
+			}
+			if !slices.Equal(bound, namespaces) {
+				t.Errorf("work agent RoleBindings in %v, want %v", bound, namespaces)
+			}
+			for _, cr := range find[*rbacv1.ClusterRole](objs) {
+				if _, ok := cr.Labels["open-cluster-management.io/aggregate-to-work"]; ok {
+					t.Errorf("ClusterRole %s is aggregated to the work agent in every namespace", cr.Name)
+				}
+			}
+		})
+	}
+}
+
+func adcWith(vars ...addonv1beta1.CustomizedVariable) *addonv1beta1.AddOnDeploymentConfig {
+	return &addonv1beta1.AddOnDeploymentConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"},
+		Spec: addonv1beta1.AddOnDeploymentConfigSpec{CustomizedVariables: vars}}
+}
+
+// The AddOnDeploymentConfig's variables give the agent a Redis ACL user and its password
+// Secret: the agent's flags say so, and its Role reads that Secret instead of
+// argocd-redis. Malformed values are refused, naming the variable.
+func TestAgentRedisUser(t *testing.T) {
+	adc := adcWith(
+		addonv1beta1.CustomizedVariable{Name: VariableArgoCDRedisUsername, Value: "argocd-pull-agent"},
+		addonv1beta1.CustomizedVariable{Name: VariableArgoCDRedisPasswordSecret, Value: "argocd-pull-redis"},
+		addonv1beta1.CustomizedVariable{Name: VariableArgoCDRedisPasswordKey, Value: "password"},
+		addonv1beta1.CustomizedVariable{Name: "someOtherAddonsVariable", Value: "ignored"},
+	)
+	objs, err := renderAgentManifests(values(DefaultInstallNamespace), adc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role *rbacv1.ClusterRole
-	for _, cr := range find[*rbacv1.ClusterRole](objs) {
-		if cr.Name == WorkAgentClusterRoleName("argocd-pull") {
-			role = cr
+	args := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--argocd-redis-username=argocd-pull-agent", "--argocd-redis-password-secret=argocd-pull-redis",
+		"--argocd-redis-password-key=password"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
 		}
 	}
-	if role == nil {
-		t.Fatal("no ClusterRole for the work agent")
+	var secretNames []string
+	for _, role := range find[*rbacv1.Role](objs) {
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "secrets") {
+				secretNames = append(secretNames, role.Namespace+"/"+strings.Join(rule.ResourceNames, ","))
+			}
+		}
 	}
-	if role.Labels[LabelAggregateToWork] != "true" {
-		t.Errorf("labels = %v, want %s=true", role.Labels, LabelAggregateToWork)
+	if !slices.Equal(secretNames, []string{"argocd/argocd-pull-redis"}) {
+		t.Errorf("the agent reads the Secrets %v, want argocd/argocd-pull-redis only", secretNames)
 	}
-	want := []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications", "appprojects"},
-		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
-	if !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("rules = %v, want %v", role.Rules, want)
-	}
-	for _, b := range find[*rbacv1.ClusterRoleBinding](objs) {
-		if b.RoleRef.Name == role.Name {
-			t.Errorf("ClusterRoleBinding %s binds the work agent's role directly; aggregation does", b.Name)
+
+	for _, bad := range []addonv1beta1.CustomizedVariable{
+		{Name: VariableArgoCDRedisUsername, Value: "two words"},
+		{Name: VariableArgoCDRedisPasswordSecret, Value: "Not_A_Name"},
+		{Name: VariableArgoCDRedisPasswordKey, Value: "a/b"},
+		{Name: VariableWorkAgentServiceAccount, Value: "klusterlet-work-sa"},
+		{Name: VariableWorkAgentServiceAccount, Value: "Bad_NS/klusterlet-work-sa"},
+	} {
+		_, err := renderAgentManifests(values(DefaultInstallNamespace), adcWith(bad))
+		if err == nil || !strings.Contains(err.Error(), bad.Name) {
+			t.Errorf("%s=%q: %v, want an error naming the variable", bad.Name, bad.Value, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package addon
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +11,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -106,5 +111,123 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	}
 	if _, err := agent.CoreV1().Secrets("team-a").Get(ctx, argocdcache.RedisSecret, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("get a Secret of that name in another namespace: %v, want forbidden", err)
+	}
+}
+
+// TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly applies the agent's
+// rendered RBAC, and the klusterlet's own (OCM v1.2.1: the admin ClusterRole and the
+// aggregate-to-work ClusterRole bound to klusterlet-work-sa), to a real apiserver playing
+// the managed cluster, and impersonates the work agent: it may create, update, watch and
+// delete Applications and AppProjects in the namespaces the agent watches (where the
+// pulled apps land), and not in another namespace.
+func TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	v := values(DefaultInstallNamespace)
+	objs, err := renderAgentManifests(v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	for _, ns := range append([]string{DefaultInstallNamespace, "other-team"}, v.WatchNamespaces...) {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		switch obj := o.(type) {
+		case *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			if err := env.Client.Create(ctx, obj.(client.Object)); err != nil {
+				t.Fatalf("create %T: %v", obj, err)
+			}
+		}
+	}
+	// The klusterlet's: admin (which covers no Argo CD kind) and its aggregate ClusterRole,
+	// both bound cluster-wide to the work agent's service account. envtest runs no
+	// clusterrole-aggregation controller, so the aggregate gets the rules of the
+	// ClusterRoles labelled aggregate-to-work as that controller would give them.
+	work := DefaultWorkAgentServiceAccount
+	aggregate := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "open-cluster-management:klusterlet-work:aggregate"},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+			{MatchLabels: map[string]string{"open-cluster-management.io/aggregate-to-work": "true"}}}}}
+	aggregated, err := admin.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "open-cluster-management.io/aggregate-to-work=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cr := range aggregated.Items {
+		aggregate.Rules = append(aggregate.Rules, cr.Rules...)
+	}
+	if err := env.Client.Create(ctx, aggregate); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"admin", aggregate.Name} {
+		if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "klusterlet-work-" + strings.ReplaceAll(role, ":", "-")},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{work}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + work.Namespace + ":" + work.Name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + work.Namespace, "system:authenticated"}}
+	workAgent := dynamic.NewForConfigOrDie(cfg)
+
+	application := func(namespace, name string) *unstructured.Unstructured {
+		app := argoapp.NewApplication()
+		app.SetNamespace(namespace)
+		app.SetName(name)
+		app.Object["spec"] = map[string]any{"project": "default",
+			"source":      map[string]any{"repoURL": "https://git.example.com/apps.git", "path": "guestbook"},
+			"destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"}}
+		return app
+	}
+	// In a watched namespace, what the work agent does with a pulled app (RBAC bindings
+	// take effect within a moment).
+	apps := workAgent.Resource(argoapp.ApplicationGVR).Namespace("argocd")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = apps.Create(ctx, application("argocd", "guestbook"), metav1.CreateOptions{})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the work agent cannot create an Application in the Argo CD namespace: %v", err)
+	}
+	if _, err := apps.Patch(ctx, "guestbook", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the work agent cannot patch it: %v", err)
+	}
+	watch, err := apps.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("the work agent cannot watch the Applications of the namespace (status feedback): %v", err)
+	} else {
+		watch.Stop()
+	}
+	if err := apps.Delete(ctx, "guestbook", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("the work agent cannot delete it: %v", err)
+	}
+	project := argoapp.NewAppProject()
+	project.SetNamespace("team-a")
+	project.SetName("team-a")
+	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}}
+	if _, err := workAgent.Resource(argoapp.AppProjectGVR).Namespace("team-a").Create(ctx, project, metav1.CreateOptions{}); err != nil {
+		t.Errorf("the work agent cannot create an AppProject in the watched namespace team-a: %v", err)
+	}
+
+	// Anywhere else, nothing.
+	other := workAgent.Resource(argoapp.ApplicationGVR).Namespace("other-team")
+	if _, err := other.Create(ctx, application("other-team", "guestbook"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create an Application in namespace other-team: %v, want forbidden", err)
+	}
+	if _, err := other.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list the Applications of namespace other-team: %v, want forbidden", err)
+	}
+	if _, err := workAgent.Resource(argoapp.ApplicationGVR).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list the Applications of every namespace: %v, want forbidden", err)
+	}
+	project.SetNamespace("other-team")
+	if _, err := workAgent.Resource(argoapp.AppProjectGVR).Namespace("other-team").Create(ctx, project, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create an AppProject in namespace other-team: %v, want forbidden", err)
 	}
 }

@@ -50,11 +50,8 @@ const (
 	PlaceholderServerFormat = "https://%s.ocm.invalid"
 )
 
-// Options configure the controller. All fields but Disabled are required.
+// Options configure the controller. All fields are required.
 type Options struct {
-	// Disabled keeps no Secret: the controller deletes the ones it made. For hubs where
-	// the Argo CD cluster Secrets come from elsewhere (Red Hat ACM's GitOpsCluster).
-	Disabled bool
 	// AddonName names the ManagedClusterAddOn that opts a cluster in.
 	AddonName string
 	// ArgoCDNamespace is the hub Argo CD's namespace, where the Secrets live.
@@ -87,7 +84,8 @@ func SecretName(addonName, cluster string) string {
 // cluster v1 and addon v1beta1 types. The Secrets are read through two caches of their
 // own, limited to the Argo CD namespace: the Secrets of this addon, and the Argo CD
 // cluster Secrets of other tools (othersCache), so that the manager never lists the
-// Secrets of the hub.
+// Secrets of the hub. It reads no Secret by name: its RBAC in the Argo CD namespace is
+// list, watch, create, patch and delete on Secrets, and no get.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	return setup(mgr, opts, mgr.GetClient())
 }
@@ -243,8 +241,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	why := ""
 	switch {
-	case r.opts.Disabled:
-		why = "the cluster secrets are turned off"
 	case !optedIn:
 		why = "the cluster opted out"
 	default:

@@ -231,19 +231,3 @@ func TestEnvtestClusterSecretNotASecondOne(t *testing.T) {
 	g.Eventually(func() *corev1.Secret { return f.secret(taken) }).ShouldNot(gomega.BeNil())
 	g.Expect(f.secret(late)).To(gomega.BeNil(), "the other tool still keeps the Secret of %s", late)
 }
-
-// Turned off, the controller keeps no Secret and deletes the ones it made.
-func TestEnvtestClusterSecretsDisabled(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.Disabled = true })
-	g := f.g
-	cluster := "east-" + f.id
-	// Made when they were on.
-	g.Expect(f.c.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-		Name: SecretName(f.opts.AddonName, cluster), Namespace: f.opts.ArgoCDNamespace,
-		Labels: map[string]string{argoapp.LabelSecretType: argoapp.SecretTypeCluster, LabelManagedBy: f.opts.AddonName, clusterv1.ClusterNameLabelKey: cluster},
-	}})).To(gomega.Succeed())
-	f.createCluster("east", nil, true)
-	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
-	g.Consistently(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
-}

@@ -146,7 +146,12 @@ func Setup(mgr ctrl.Manager, c client.Client, reports *statusslices.Reader, opts
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 	if opts.RequirePlacementBinding {
 		b = b.Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.mapDecisionToApplications),
-			builder.WithPredicates(decisionsChanged))
+			builder.WithPredicates(decisionsChanged)).
+			// The tenant gate matches a decision's owner with the Placement of its name by
+			// UID: the Placements' metadata only, and a Placement that comes or goes
+			// re-checks the Applications of its namespace.
+			Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.mapDecisionToApplications),
+				builder.OnlyMetadata, builder.WithPredicates(createdOrDeleted))
 	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("set up the propagation controller: %w", err)

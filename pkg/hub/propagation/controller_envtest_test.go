@@ -257,6 +257,47 @@ func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
 	f.WaitForWork("guestbook", cluster)
 }
 
+// A PlacementDecision whose owner reference names a Placement by kind and name, but not
+// its UID, binds nothing: neither a Placement of that name that does not exist, nor one
+// that does but is not the owner (the decision was written by hand, copying the name).
+// The Placement's own decision binds; once the Placement is gone, it no longer does.
+func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	g := f.G
+	cluster := f.createCluster("east", true)
+	f.Create(&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: "real", Namespace: f.Namespace}})
+	placementGVK := clusterv1beta1.SchemeGroupVersion.WithKind("Placement")
+	for _, owner := range []struct{ placement, uid string }{
+		{"ghost", "6f0c3f3e-0000-4000-8000-000000000001"}, // no such Placement
+		{"real", "6f0c3f3e-0000-4000-8000-000000000002"},  // its name, another UID
+	} {
+		forged := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
+			Name: owner.placement + "-forged", Namespace: f.Namespace,
+			Labels: map[string]string{clusterv1beta1.PlacementLabel: owner.placement},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{
+				Name: owner.placement, UID: types.UID(owner.uid)}}, placementGVK)},
+		}}
+		f.Create(forged)
+		f.setDecisions(forged, cluster)
+	}
+	f.Create(f.Application("guestbook", cluster))
+	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
+	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+
+	// The decision the Placement owns binds.
+	placement := "placement-" + testenv.RandomID()
+	_, err := testenv.CreatePlacementDecision(f.Ctx, f.C, f.Namespace, placement, 1, cluster)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	f.WaitForWork("guestbook", cluster)
+	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+
+	// Its Placement deleted (envtest has no garbage collector to take the decision with
+	// it): the decision binds no more.
+	g.Expect(f.C.Delete(f.Ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: placement, Namespace: f.Namespace}})).To(gomega.Succeed())
+	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
+}
+
 func TestEnvtestTenantGateOff(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(o *Options) { o.RequirePlacementBinding = false })

@@ -638,27 +638,49 @@ func (r *reconciler) boundToNamespace(ctx context.Context, namespace, cluster st
 	}
 	for i := range decisions.Items {
 		d := &decisions.Items[i]
-		if ofPlacement(d) && slices.ContainsFunc(d.Status.Decisions, func(c clusterv1beta1.ClusterDecision) bool { return c.ClusterName == cluster }) {
+		if !slices.ContainsFunc(d.Status.Decisions, func(c clusterv1beta1.ClusterDecision) bool { return c.ClusterName == cluster }) {
+			continue
+		}
+		owner := placementOf(d)
+		if owner == nil {
+			continue
+		}
+		// The Placement the decision names, from the cache (its metadata only).
+		placement := &metav1.PartialObjectMetadata{}
+		placement.SetGroupVersionKind(schema.GroupVersionKind{Group: clusterv1beta1.GroupName, Version: "v1beta1", Kind: "Placement"})
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.Name}, placement)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("get the placement %s/%s: %w", namespace, owner.Name, err)
+		}
+		if placement.UID == owner.UID {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// ofPlacement reports whether a PlacementDecision is one that OCM's placement controller
-// writes for a Placement: its controller owner is a Placement, and its placement label
-// names it. A decision that someone wrote by hand binds nothing: the Placement, not its
-// decision, is what a ManagedClusterSetBinding allows in the namespace.
-func ofPlacement(decision *clusterv1beta1.PlacementDecision) bool {
+// placementOf returns the controller owner of a PlacementDecision when the decision is
+// one that OCM's placement controller writes for a Placement: its controller owner is a
+// Placement, and its placement label names it; else nil. The caller matches the owner's
+// UID with the Placement of that name: a decision that someone wrote by hand, its owner
+// reference made up, binds nothing, since the Placement, not its decision, is what a
+// ManagedClusterSetBinding allows in the namespace.
+func placementOf(decision *clusterv1beta1.PlacementDecision) *metav1.OwnerReference {
 	owner := metav1.GetControllerOf(decision)
 	if owner == nil || owner.Kind != "Placement" {
-		return false
+		return nil
 	}
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
 	if err != nil || gv.Group != clusterv1beta1.GroupName {
-		return false
+		return nil
 	}
-	return decision.Labels[clusterv1beta1.PlacementLabel] == owner.Name
+	if decision.Labels[clusterv1beta1.PlacementLabel] != owner.Name {
+		return nil
+	}
+	return owner
 }
 
 // pauseState reads the pause annotation: paused when it parses as true. A value that

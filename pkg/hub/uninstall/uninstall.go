@@ -2,8 +2,8 @@
 // then either leaves every pulled Application running on its cluster (the works are
 // orphaned) or removes them from the clusters (the works are deleted), releases the
 // manager's finalizer from the hub Applications and deletes the Argo CD cluster Secrets
-// the manager made. The chart runs it as a pre-delete hook (docs/operations.md,
-// "Uninstall").
+// the manager made (when the manager keeps them: otherwise it holds no right on them).
+// The chart runs it as a pre-delete hook (docs/operations.md, "Uninstall").
 package uninstall
 
 import (
@@ -53,6 +53,10 @@ type Options struct {
 	Mode            Mode
 	AddonName       string
 	ArgoCDNamespace string
+	// ClusterSecrets deletes the Argo CD cluster Secrets the manager made. It is the
+	// manager's --cluster-secrets: without it, the manager's identity may not list or
+	// delete Secrets, and the Secrets stay.
+	ClusterSecrets bool
 	// Namespace, Deployment and Lease locate the manager: it is scaled to zero, and the
 	// clean-up starts once its leader election Lease is released or has expired.
 	Namespace  string
@@ -128,6 +132,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (Result, error) {
 	}
 	if res.FinalizersRemoved, err = releaseFinalizers(ctx, c); err != nil {
 		return res, err
+	}
+	if !opts.ClusterSecrets {
+		log.Info("the manager keeps no cluster Secrets (--cluster-secrets=false): none deleted")
+		return res, nil
 	}
 	if res.SecretsDeleted, err = deleteClusterSecrets(ctx, kube, opts); err != nil {
 		return res, err
