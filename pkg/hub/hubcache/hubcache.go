@@ -466,27 +466,59 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 // entry as the agent wrote it, stays, and so do its packed resources. Computed again from
 // the stripped entry, the Digest would not be the one that the resource tree writer reads
 // the whole slice for, and every tree would be written again at each start.
+//
+// What the hub would refuse, it does not hold: of a slice over clusterreport.MaxSliceBytes
+// or MaxAppsPerSlice as the agent wrote it, which clusterreport.DecodeSlices rejects
+// whole, it keeps only what finds each app (rejectedEntry) and one app past
+// MaxAppsPerSlice, so that the rejection, and the apps it concerns, still show. So the
+// cache holds of one slice what at most MaxSliceBytes of accepted entries take, whatever
+// an agent writes; the schema refuses longer strings and lists.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
 		return obj, nil
 	}
 	s.ManagedFields = nil
+	if len(s.Apps) > clusterreport.MaxAppsPerSlice+1 {
+		s.Apps = s.Apps[:clusterreport.MaxAppsPerSlice+1]
+	}
 	s.Apps = exact(s.Apps)
+	total := 0
 	for i := range s.Apps {
 		app := &s.Apps[i]
-		if app.Digest != "" {
-			continue
+		if app.Digest == "" {
+			size, digest := clusterreport.EntryDigest(*app)
+			app.Digest, app.Size = string(digest[:]), size
+			app.Nodes = nil
+			app.Conditions = exact(app.Conditions)
+			app.PackedResources = PackResources(app.Resources)
+			app.Resources = nil
+			internSliceApp(app)
 		}
-		size, digest := clusterreport.EntryDigest(*app)
-		app.Digest, app.Size = string(digest[:]), size
-		app.Nodes = nil
-		app.Conditions = exact(app.Conditions)
-		app.PackedResources = PackResources(app.Resources)
-		app.Resources = nil
-		internSliceApp(app)
+		total += app.Size
+	}
+	if total > clusterreport.MaxSliceBytes || len(s.Apps) > clusterreport.MaxAppsPerSlice {
+		for i := range s.Apps {
+			s.Apps[i] = rejectedEntry(s.Apps[i])
+		}
 	}
 	return s, nil
+}
+
+// rejectedEntry keeps of an entry of a slice that the hub rejects what finds its app
+// (its identity, ManifestWork and hub back-pointer, each at most the length of a name),
+// its Digest and its Size: the hub shows none of it, and enqueues the app's hub
+// Application when the slice changes.
+func rejectedEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	name := func(s string) string { return clusterreport.TruncateMessage(s, clusterreport.MaxNameBytes) }
+	out := statusv1alpha1.AppStatus{
+		Namespace: name(e.Namespace), Name: name(e.Name), ManifestWork: name(e.ManifestWork),
+		ObservedAt: e.ObservedAt, Digest: e.Digest, Size: e.Size,
+	}
+	if e.Hub != nil {
+		out.Hub = &statusv1alpha1.ObjectRef{Namespace: name(e.Hub.Namespace), Name: name(e.Hub.Name)}
+	}
+	return out
 }
 
 // internSliceApp makes the strings that the apps of a cluster, and the same app on every

@@ -510,6 +510,54 @@ func TestStrippedSliceTooLarge(t *testing.T) {
 	}
 }
 
+// TestStrippedSliceOverTheBoundsKeepsOnlyItsApps: of a slice the hub rejects (over
+// MaxSliceBytes, or over MaxAppsPerSlice), the cache keeps what finds each app and no
+// content, so that what an agent writes beyond the bounds costs the manager no memory;
+// the slice is still rejected, and transformed again, the same.
+func TestStrippedSliceOverTheBoundsKeepsOnlyItsApps(t *testing.T) {
+	observed := metav1.NewTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC))
+	message := strings.Repeat("x", clusterreport.MaxMessageBytes)
+	large := statusv1alpha1.AppStatus{Namespace: "argocd", Name: "large", ManifestWork: "large-work", ObservedAt: observed,
+		Hub: &statusv1alpha1.ObjectRef{Namespace: "apps", Name: "large"}}
+	for i := range 1100 { // about 1.1 MiB of conditions
+		large.Conditions = append(large.Conditions, statusv1alpha1.Condition{Type: "SyncError", Message: fmt.Sprint(i) + message})
+	}
+	many := make([]statusv1alpha1.AppStatus, 0, 3*clusterreport.MaxAppsPerSlice)
+	for i := range 3 * clusterreport.MaxAppsPerSlice {
+		many = append(many, statusv1alpha1.AppStatus{Namespace: "argocd", Name: fmt.Sprint(i), ObservedAt: observed,
+			Conditions: []statusv1alpha1.Condition{{Type: "SyncError", Message: message}}})
+	}
+	for name, apps := range map[string][]statusv1alpha1.AppStatus{"over MaxSliceBytes": {large}, "over MaxAppsPerSlice": many} {
+		slice := &statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: apps}
+		obj, err := stripSlice(slice.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+		if len(stripped.Apps) > clusterreport.MaxAppsPerSlice+1 {
+			t.Errorf("%s: the cache keeps %d apps", name, len(stripped.Apps))
+		}
+		for _, e := range stripped.Apps {
+			if e.Conditions != nil || e.PackedResources != "" || e.Digest == "" || e.Size == 0 || e.Name == "" {
+				t.Fatalf("%s: the cache keeps of an app of a rejected slice %+v, want its identity, digest and size", name, e)
+			}
+		}
+		if name == "over MaxSliceBytes" && (stripped.Apps[0].ManifestWork != "large-work" || stripped.Apps[0].Hub == nil || stripped.Apps[0].Hub.Name != "large") {
+			t.Errorf("%s: what finds the app is gone: %+v", name, stripped.Apps[0])
+		}
+		if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); !errors.Is(err, clusterreport.ErrTooLarge) {
+			t.Errorf("%s: the cached slice decodes: %v, want %v", name, err, clusterreport.ErrTooLarge)
+		}
+		again, err := stripSlice(stripped.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(again, stripped) {
+			t.Errorf("%s: transformed twice differs from once", name)
+		}
+	}
+}
+
 // TestSharedValuesSkipLargeOnes: a value past maxSharedBytes is not held, so two
 // objects with the same large value keep copies of their own.
 func TestSharedValuesSkipLargeOnes(t *testing.T) {
