@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -470,9 +471,13 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 // What the hub would refuse, it does not hold: of a slice over clusterreport.MaxSliceBytes
 // or MaxAppsPerSlice as the agent wrote it, which clusterreport.DecodeSlices rejects
 // whole, it keeps only what finds each app (rejectedEntry) and one app past
-// MaxAppsPerSlice, so that the rejection, and the apps it concerns, still show. So the
-// cache holds of one slice what at most MaxSliceBytes of accepted entries take, whatever
-// an agent writes; the schema refuses longer strings and lists.
+// MaxAppsPerSlice, so that the rejection, and the apps it concerns, still show. Nor does
+// it hold more than MaxCachedSliceBytes of one slice (cachedBytes): the entries the agent
+// writes take less in the cache than as JSON, but an entry of many empty items (a
+// condition "{}" is 3 bytes of JSON and 32 in memory) takes more; such a slice is held as
+// a rejected one, and DecodeSlices rejects it (its entries' sizes say it is over
+// MaxSliceBytes). So the cache holds at most MaxCachedSliceBytes of a slice, whatever an
+// agent writes; the schema refuses longer strings and lists.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
@@ -497,12 +502,56 @@ func stripSlice(obj any) (any, error) {
 		}
 		total += app.Size
 	}
-	if total > clusterreport.MaxSliceBytes || len(s.Apps) > clusterreport.MaxAppsPerSlice {
+	rejected := total > clusterreport.MaxSliceBytes || len(s.Apps) > clusterreport.MaxAppsPerSlice
+	if !rejected {
+		cached := 0
+		for i := range s.Apps {
+			cached += cachedBytes(&s.Apps[i])
+		}
+		if cached > MaxCachedSliceBytes {
+			rejected = true
+			// What DecodeSlices reads: the first entry's size says the slice is over.
+			s.Apps[0].Size = clusterreport.MaxSliceBytes + 1
+		}
+	}
+	if rejected {
 		for i := range s.Apps {
 			s.Apps[i] = rejectedEntry(s.Apps[i])
 		}
 	}
 	return s, nil
+}
+
+// MaxCachedSliceBytes bounds what the cache holds of one slice. A slice of the agent's
+// encoder takes at most about 1.1 MiB: MaxSliceBytes of entries, which the cache holds in
+// less (nodes and images dropped, resources packed), but for each app's and each
+// condition's struct (320 and 32 bytes) over its JSON (about 100 and 20 bytes at least).
+const MaxCachedSliceBytes = 2 * clusterreport.MaxSliceBytes
+
+// cachedBytes estimates what the cache holds of a stripped entry: its structs, and its
+// strings as if none were shared (interned ones are).
+func cachedBytes(e *statusv1alpha1.AppStatus) int {
+	n := int(unsafe.Sizeof(*e)) + len(e.Namespace) + len(e.Name) + len(e.ApplicationSet) + len(e.ManifestWork) +
+		len(e.Sync.Status) + len(e.Sync.Revision) + len(e.TreeSource) + len(e.TreeMessage) + len(e.Digest) + len(e.PackedResources)
+	for _, r := range e.Sync.Revisions {
+		n += int(unsafe.Sizeof(r)) + len(r)
+	}
+	if h := e.Health; h != nil {
+		n += int(unsafe.Sizeof(*h)) + len(h.Status) + len(h.Message)
+	}
+	if op := e.Operation; op != nil {
+		n += int(unsafe.Sizeof(*op)) + len(op.Phase) + len(op.StartedAt) + len(op.FinishedAt) + len(op.Message)
+	}
+	if hub := e.Hub; hub != nil {
+		n += int(unsafe.Sizeof(*hub)) + len(hub.Namespace) + len(hub.Name)
+	}
+	if e.Truncated != nil {
+		n += int(unsafe.Sizeof(*e.Truncated))
+	}
+	for _, c := range e.Conditions {
+		n += int(unsafe.Sizeof(c)) + len(c.Type) + len(c.Message)
+	}
+	return n
 }
 
 // rejectedEntry keeps of an entry of a slice that the hub rejects what finds its app

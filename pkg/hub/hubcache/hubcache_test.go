@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -555,6 +556,80 @@ func TestStrippedSliceOverTheBoundsKeepsOnlyItsApps(t *testing.T) {
 		if !equality.Semantic.DeepEqual(again, stripped) {
 			t.Errorf("%s: transformed twice differs from once", name)
 		}
+	}
+}
+
+// TestCacheHoldsAtMostMaxCachedSliceBytesOfASlice: the largest slices the agent's
+// encoder writes are held (the fullest of the smallest apps, an app of the most
+// conditions with the longest messages, one of the most resources), each in less than
+// MaxCachedSliceBytes; a slice within MaxSliceBytes of JSON whose many empty items would
+// take more is held as a rejected one, and rejected.
+func TestCacheHoldsAtMostMaxCachedSliceBytesOfASlice(t *testing.T) {
+	observed := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	var tiny []statusv1alpha1.AppStatus
+	for i := range clusterreport.MaxAppsPerSlice {
+		tiny = append(tiny, clusterreport.FitEntry(clusterreport.Entry(clusterreport.App{Namespace: "a", Name: fmt.Sprint(i), ObservedAt: observed}, clusterreport.Tree{})))
+	}
+	fullest := clusterreport.PlanSlices("argocd-pull", nil, tiny)[0].Apps
+	conditions := clusterreport.App{Namespace: "argocd", Name: "conditions", ObservedAt: observed}
+	for i := range clusterreport.MaxSliceConditionsPerApp {
+		conditions.Conditions = append(conditions.Conditions, argoapp.Condition{Type: "SharedResourceWarning", Message: fmt.Sprint(i) + strings.Repeat("x", 2000)})
+	}
+	resources := clusterreport.App{Namespace: "argocd", Name: "resources", ObservedAt: observed}
+	for i := range clusterreport.MaxSliceResourcesPerApp {
+		resources.Resources = append(resources.Resources, argoapp.ResourceStatus{Name: fmt.Sprint(i), Status: "Synced"})
+	}
+	for name, apps := range map[string][]statusv1alpha1.AppStatus{
+		fmt.Sprintf("%d apps", len(fullest)): fullest,
+		"the most conditions":                {clusterreport.FitEntry(clusterreport.Entry(conditions, clusterreport.Tree{}))},
+		"the most resources":                 {clusterreport.FitEntry(clusterreport.Entry(resources, clusterreport.Tree{}))},
+	} {
+		obj, err := stripSlice(&statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: apps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+		if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); err != nil {
+			t.Errorf("%s: the encoder's slice is rejected: %v", name, err)
+		}
+		cached := 0
+		for i := range stripped.Apps {
+			cached += cachedBytes(&stripped.Apps[i])
+		}
+		t.Logf("%s: %d bytes in the cache", name, cached)
+	}
+
+	// About 0.9 MiB of JSON: 300 apps of 1,000 empty conditions, 32 MB as structs.
+	var hostile []statusv1alpha1.AppStatus
+	for i := range 300 {
+		hostile = append(hostile, statusv1alpha1.AppStatus{Namespace: "argocd", Name: fmt.Sprint(i), ObservedAt: metav1.NewTime(observed),
+			Conditions: make([]statusv1alpha1.Condition, clusterreport.MaxSliceConditionsPerApp)})
+	}
+	slice := &statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: hostile}
+	obj, err := stripSlice(slice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+	cached := 0
+	for i := range stripped.Apps {
+		cached += cachedBytes(&stripped.Apps[i])
+		if stripped.Apps[i].Conditions != nil {
+			t.Fatal("the cache holds the conditions of a slice it would hold too much of")
+		}
+	}
+	if cached > MaxCachedSliceBytes {
+		t.Errorf("the cache holds %d bytes of the slice, more than %d", cached, MaxCachedSliceBytes)
+	}
+	if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); !errors.Is(err, clusterreport.ErrTooLarge) {
+		t.Errorf("the slice decodes: %v, want %v", err, clusterreport.ErrTooLarge)
+	}
+	again, err := stripSlice(stripped.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(again, stripped) {
+		t.Error("transformed twice differs from once")
 	}
 }
 
