@@ -18,13 +18,14 @@ import (
 )
 
 // DefaultMaxStatusSlicesPerCluster is how many ApplicationStatusSlices one cluster may
-// hold by default. The agent fills a slice to 96 KiB (clusterreport.SliceFillBytes):
-// 500 apps of 20 resources with their trees took 15 slices (docs/operations.md, Scale),
-// 500 apps of 100 resources take about 75; an app alone over 96 KiB takes a slice of its
-// own. 100 holds either with room, and bounds what one agent can store on the hub to 100
+// hold by default. The agent is sized for 500 apps (docs/design.md, section 8a.2), and
+// fills a slice to 96 KiB (clusterreport.SliceFillBytes): 500 apps of 20 resources with
+// their trees took 15 slices (docs/operations.md, Scale), about 33 apps a slice. Three
+// times that, 50, holds 500 apps of about 60 resources, or an app alone over 96 KiB in a
+// slice of its own among them, and bounds what one agent can store on the hub to 50
 // objects of at most etcd's object limit (docs/operations.md, "What one cluster can
 // store on the hub").
-const DefaultMaxStatusSlicesPerCluster = 100
+const DefaultMaxStatusSlicesPerCluster = 50
 
 // SliceQuotaResource is the object count that the slice quota bounds:
 // count/<resource>.<group>, which the apiserver's ResourceQuota admission counts on each
