@@ -165,7 +165,9 @@ func installNamespace(addon *addonv1beta1.ManagedClusterAddOn, adc *addonv1beta1
 // HubRole is what the agent's hub identity may do, in its own cluster namespace only: read
 // its own ManagedClusterAddOn, patch its status, write its ApplicationStatusSlices, and
 // record Events. RBAC cannot name objects before they exist (create takes no
-// resourceNames), so the namespace bounds the slices, as it bounds the Events.
+// resourceNames), so the namespace bounds the slices, as it bounds the Events; their
+// number is bounded by the quota that grantHubPermissions keeps beside the Role
+// (sliceQuota), their size by the CRD's schema.
 func HubRole(addonName string) *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: hubRoleName(addonName)},
