@@ -59,8 +59,9 @@ const (
 	// SliceTargetBytes of them, and the smallest entry takes about 100 bytes.
 	MaxAppsPerSlice = 1000
 	// MaxSliceResourcesPerApp and MaxSliceNodesPerApp bound an app's resources and tree
-	// nodes: a resource's JSON takes at least about 60 bytes (version, kind, name,
-	// status), so 1 MiB holds fewer.
+	// nodes: a resource's JSON takes at least about 55 bytes (version, kind, name,
+	// status), so 1 MiB holds fewer; a node's about 40 (version, kind, name), so that
+	// 20,000 of the smallest take most of it.
 	MaxSliceResourcesPerApp = 20000
 	MaxSliceNodesPerApp     = 20000
 	// MaxSliceConditionsPerApp bounds an app's conditions. Argo CD writes one
@@ -86,7 +87,8 @@ type Tree struct {
 // images from tree where status.resources has none (Argo CD 3 does not persist resource
 // health by default), and the other nodes of the tree with their parents. Messages are
 // cut at MaxMessageBytes and names at the length of a Kubernetes name, visibly; nothing
-// is left out. The entry is deterministic: resources and nodes sorted by group, kind,
+// is left out but the revisions past MaxRevisions and the images and parents of a
+// resource or node past MaxImagesPerResource and MaxParentRefsPerNode. The entry is deterministic: resources and nodes sorted by group, kind,
 // namespace and name, conditions errors first.
 func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	e := statusv1alpha1.AppStatus{
