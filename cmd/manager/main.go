@@ -59,6 +59,8 @@ func main() {
 	flag.DurationVar(&opts.ReportWriteInterval, "report-write-interval", opts.ReportWriteInterval, "the pace of the writes of one MulticlusterApplicationSetReport: after five writes in a row, one per interval; changes in between go into the next write")
 	flag.Int64Var(&opts.ReportBudgetBytes, "report-budget-bytes", opts.ReportBudgetBytes,
 		"the most bytes one MulticlusterApplicationSetReport may take as JSON, metadata included; a report over it loses detail (its counts stay exact) and says so in statuses.summary.truncated")
+	flag.IntVar(&opts.MaxStatusSlicesPerCluster, "max-status-slices-per-cluster", opts.MaxStatusSlicesPerCluster,
+		"the most ApplicationStatusSlices one cluster's agent may hold on the hub (a ResourceQuota in its cluster namespace; docs/operations.md)")
 	var compression string
 	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr,
 		`host:port of the hub Argo CD's Redis, where the manager writes the pulled apps' resource trees for Argo CD's UI and API; empty means argocd-redis.<argocd-namespace>.svc:6379, "`+hub.ResourceTreesDisabled+`" writes none`)

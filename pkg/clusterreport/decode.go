@@ -196,7 +196,7 @@ func decodeScope(c metav1.Condition) (*Scope, error) {
 	}
 	v.count("watchNamespaces", len(w.WatchNamespaces), MaxScopeNamespaces)
 	for i, ns := range w.WatchNamespaces {
-		v.required(fmt.Sprintf("watchNamespaces[%d]", i), ns, maxNameBytes)
+		v.required(fmt.Sprintf("watchNamespaces[%d]", i), ns, MaxNameBytes)
 	}
 	v.nonNegative("namespacesOmitted", w.NamespacesOmitted)
 	v.nonNegative("appsLeftOut", w.AppsLeftOut)
@@ -214,19 +214,19 @@ func decodeScope(c metav1.Condition) (*Scope, error) {
 // observation time.
 func (w *wireApp) validate() (time.Time, error) {
 	var v limitChecker
-	v.required("namespace", w.Namespace, maxNameBytes)
-	v.required("name", w.Name, maxNameBytes)
+	v.required("namespace", w.Namespace, MaxNameBytes)
+	v.required("name", w.Name, MaxNameBytes)
 	if w.Hub != nil {
-		v.check("hub.namespace", w.Hub.Namespace, maxNameBytes)
-		v.check("hub.name", w.Hub.Name, maxNameBytes)
+		v.check("hub.namespace", w.Hub.Namespace, MaxNameBytes)
+		v.check("hub.name", w.Hub.Name, MaxNameBytes)
 	}
-	v.check("applicationSet", w.ApplicationSet, 2*maxNameBytes+1)
-	v.check("manifestWork", w.ManifestWork, maxNameBytes)
+	v.check("applicationSet", w.ApplicationSet, 2*MaxNameBytes+1)
+	v.check("manifestWork", w.ManifestWork, MaxNameBytes)
 	v.check("sync.status", w.Sync.Status, maxStatusBytes)
-	v.check("sync.revision", w.Sync.Revision, maxNameBytes)
+	v.check("sync.revision", w.Sync.Revision, MaxNameBytes)
 	v.count("sync.revisions", len(w.Sync.Revisions), MaxRevisions)
 	for i, revision := range w.Sync.Revisions {
-		v.check(fmt.Sprintf("sync.revisions[%d]", i), revision, maxNameBytes)
+		v.check(fmt.Sprintf("sync.revisions[%d]", i), revision, MaxNameBytes)
 	}
 	v.check("health.status", w.Health.Status, maxStatusBytes)
 	v.check("health.message", w.Health.Message, MaxMessageBytes)
@@ -242,7 +242,7 @@ func (w *wireApp) validate() (time.Time, error) {
 			break
 		}
 		for j, cell := range row[:resourceColumns] {
-			limit := maxNameBytes
+			limit := MaxNameBytes
 			if j >= 5 { // the sync and health status
 				limit = maxStatusBytes
 			}

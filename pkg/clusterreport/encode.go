@@ -230,8 +230,8 @@ func planApps(apps []App) ([]*appPlan, error) {
 		if app.Namespace == "" || app.Name == "" {
 			return nil, fmt.Errorf("encode report: application %q has no namespace or no name", app.Key())
 		}
-		if len(app.Namespace) > maxNameBytes || len(app.Name) > maxNameBytes {
-			return nil, fmt.Errorf("encode report: application %q: namespace or name longer than %d bytes", app.Key(), maxNameBytes)
+		if len(app.Namespace) > MaxNameBytes || len(app.Name) > MaxNameBytes {
+			return nil, fmt.Errorf("encode report: application %q: namespace or name longer than %d bytes", app.Key(), MaxNameBytes)
 		}
 		if seen[app.Key()] {
 			return nil, fmt.Errorf("encode report: application %s listed twice", app.Key())
@@ -432,11 +432,11 @@ func (p *appPlan) wire(level detail, keepResources, keepConditions int) *wireApp
 		V:              Version,
 		Namespace:      app.Namespace,
 		Name:           app.Name,
-		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*maxNameBytes+1),
-		ManifestWork:   TruncateMessage(app.ManifestWork, maxNameBytes),
+		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*MaxNameBytes+1),
+		ManifestWork:   TruncateMessage(app.ManifestWork, MaxNameBytes),
 		Sync: wireSync{
 			Status:   TruncateMessage(app.Sync.Status, maxStatusBytes),
-			Revision: TruncateMessage(app.Sync.Revision, maxNameBytes),
+			Revision: TruncateMessage(app.Sync.Revision, MaxNameBytes),
 		},
 		Health: wireHealth{
 			Status:  TruncateMessage(app.Health.Status, maxStatusBytes),
@@ -447,13 +447,13 @@ func (p *appPlan) wire(level detail, keepResources, keepConditions int) *wireApp
 	if level == detailMinimal {
 		w.ApplicationSet = ""
 	} else if app.HubNamespace != "" || app.HubName != "" {
-		w.Hub = &wireRef{Namespace: TruncateMessage(app.HubNamespace, maxNameBytes), Name: TruncateMessage(app.HubName, maxNameBytes)}
+		w.Hub = &wireRef{Namespace: TruncateMessage(app.HubNamespace, MaxNameBytes), Name: TruncateMessage(app.HubName, MaxNameBytes)}
 	}
 	for i, revision := range app.Sync.Revisions {
 		if i == MaxRevisions {
 			break
 		}
-		w.Sync.Revisions = append(w.Sync.Revisions, TruncateMessage(revision, maxNameBytes))
+		w.Sync.Revisions = append(w.Sync.Revisions, TruncateMessage(revision, MaxNameBytes))
 	}
 	if op := app.Operation; op != (argoapp.OperationState{}) {
 		w.Operation = &wireOperation{
@@ -474,11 +474,11 @@ func (p *appPlan) wire(level detail, keepResources, keepConditions int) *wireApp
 		w.Resources = make([][]string, 0, len(kept))
 		for _, r := range kept {
 			cells = append(cells,
-				TruncateMessage(r.Group, maxNameBytes),
-				TruncateMessage(r.Version, maxNameBytes),
-				TruncateMessage(r.Kind, maxNameBytes),
-				TruncateMessage(r.Namespace, maxNameBytes),
-				TruncateMessage(r.Name, maxNameBytes),
+				TruncateMessage(r.Group, MaxNameBytes),
+				TruncateMessage(r.Version, MaxNameBytes),
+				TruncateMessage(r.Kind, MaxNameBytes),
+				TruncateMessage(r.Namespace, MaxNameBytes),
+				TruncateMessage(r.Name, MaxNameBytes),
 				TruncateMessage(r.Status, maxStatusBytes),
 				TruncateMessage(r.Health.Status, maxStatusBytes),
 			)
@@ -560,7 +560,7 @@ func normalScope(scope *Scope) (*Scope, error) {
 		return nil, fmt.Errorf("encode report: the scope lists no namespace")
 	}
 	for _, ns := range scope.WatchNamespaces {
-		if ns == "" || len(ns) > maxNameBytes {
+		if ns == "" || len(ns) > MaxNameBytes {
 			return nil, fmt.Errorf("encode report: the scope lists %q, not a namespace name", ns)
 		}
 	}

@@ -69,8 +69,8 @@ func fuzzReport(data []byte, text string, apps, resources uint8, repeat uint16) 
 	seen := map[string]bool{}
 	for i := range int(apps % 128) {
 		app := App{
-			Namespace: c.pick("argocd", "team-a", cut(text, maxNameBytes), strings.Repeat("n", 63)),
-			Name:      cut(c.pick(name, "guestbook", strings.Repeat("a", 240)), maxNameBytes-4) + fmt.Sprintf("-%d", i),
+			Namespace: c.pick("argocd", "team-a", cut(text, MaxNameBytes), strings.Repeat("n", 63)),
+			Name:      cut(c.pick(name, "guestbook", strings.Repeat("a", 240)), MaxNameBytes-4) + fmt.Sprintf("-%d", i),
 			Sync: argoapp.SyncStatus{
 				Status:   c.pick("Synced", "OutOfSync", "Unknown", "", word, long),
 				Revision: c.pick("8f2c1e5d9a7b6c4d3e2f1a0b9c8d7e6f5a4b3c2d", "", name, long),
@@ -83,7 +83,7 @@ func fuzzReport(data []byte, text string, apps, resources uint8, repeat uint16) 
 		}
 		seen[app.Key()] = true
 		if c.intn(2) == 1 {
-			app.HubNamespace, app.HubName = c.pick("openshift-gitops", "", long), cut(app.Name, maxNameBytes)
+			app.HubNamespace, app.HubName = c.pick("openshift-gitops", "", long), cut(app.Name, MaxNameBytes)
 			app.ApplicationSet = c.pick("openshift-gitops/guestbook", text, long)
 			app.ManifestWork = c.pick(app.Name+"-1a2b3", long)
 		}
@@ -233,7 +233,7 @@ func checkDecodedApp(t *testing.T, in, got App) {
 		}
 	}
 	same("sync status", in.Sync.Status, got.Sync.Status, maxStatusBytes)
-	same("revision", in.Sync.Revision, got.Sync.Revision, maxNameBytes)
+	same("revision", in.Sync.Revision, got.Sync.Revision, MaxNameBytes)
 	same("health status", in.Health.Status, got.Health.Status, maxStatusBytes)
 	same("operation phase", in.Operation.Phase, got.Operation.Phase, maxStatusBytes)
 	if !got.ObservedAt.Equal(in.ObservedAt.Truncate(time.Second)) {

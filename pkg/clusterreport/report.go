@@ -144,9 +144,9 @@ const (
 	// namespacesOmitted. An agent rarely watches more than a few.
 	MaxScopeNamespaces = 64
 
-	// maxNameBytes cuts names, namespaces, groups, kinds and revisions: the longest a
+	// MaxNameBytes cuts names, namespaces, groups, kinds and revisions: the longest a
 	// Kubernetes name can be.
-	maxNameBytes = 253
+	MaxNameBytes = 253
 
 	// maxStatusBytes cuts a sync or health status; Argo CD's are single words.
 	maxStatusBytes = 64

@@ -27,8 +27,8 @@ func FuzzTruncateMessage(f *testing.F) {
 		{strings.Repeat("日本語", 100), MaxMessageBytes},
 		{"🙂🙂🙂", 5},
 		{"\xff\xfe invalid", 4},
-		{strings.Repeat("x", 253), maxNameBytes},
-		{strings.Repeat("x", 254), maxNameBytes},
+		{strings.Repeat("x", 253), MaxNameBytes},
+		{strings.Repeat("x", 254), MaxNameBytes},
 	} {
 		f.Add(seed.s, seed.maxBytes)
 	}

@@ -28,8 +28,8 @@ import (
 // a change that an older hub would misread takes a new version.
 const SliceFormatVersion = 1
 
-// Limits of the status channel. Nothing else is bounded: apps, resources, nodes and
-// conditions per app, and slices, are as many as there are.
+// Limits of the status channel, in bytes. The counts below bound the lists; the number of
+// slices of a cluster is bounded on the hub (a ResourceQuota, pkg/hub/addon).
 const (
 	// SliceTargetBytes bounds a slice of several apps, in bytes of JSON of its app
 	// entries. It keeps each write of a slice small.
@@ -47,6 +47,33 @@ const (
 	MaxSliceBytes = 1024 * 1024
 )
 
+// Counts of the status channel. The schema of ApplicationStatusSlice says the same
+// (maxItems; TestSliceSchemaBoundsAreTheEncoders checks it), so that the apiserver refuses
+// what the agent never writes: FitEntry cuts an app's lists to them, marked in
+// Truncated, Entry cuts the images and parents of each resource and node, and PlanSlices
+// puts at most MaxAppsPerSlice apps in a slice. Each is far above what fits in
+// MaxSliceBytes with the smallest entries Argo CD writes, so that only the bytes bound a
+// real app.
+const (
+	// MaxAppsPerSlice bounds the apps of one slice. A slice of several apps holds at most
+	// SliceTargetBytes of them, and the smallest entry takes about 100 bytes.
+	MaxAppsPerSlice = 1000
+	// MaxSliceResourcesPerApp and MaxSliceNodesPerApp bound an app's resources and tree
+	// nodes: a resource's JSON takes at least about 55 bytes (version, kind, name,
+	// status), so 1 MiB holds fewer; a node's about 40 (version, kind, name), so that
+	// 20,000 of the smallest take most of it.
+	MaxSliceResourcesPerApp = 20000
+	MaxSliceNodesPerApp     = 20000
+	// MaxSliceConditionsPerApp bounds an app's conditions. Argo CD writes one
+	// SharedResourceWarning per shared resource; beyond a thousand, warnings go first.
+	MaxSliceConditionsPerApp = 1000
+	// MaxImagesPerResource bounds the images of one resource or node (a Pod's
+	// containers, init containers included), and MaxParentRefsPerNode a node's parents
+	// (its owner references).
+	MaxImagesPerResource = 64
+	MaxParentRefsPerNode = 64
+)
+
 // Tree is Argo CD's resource tree of an app, as the agent read it from the
 // application-controller's cache.
 type Tree struct {
@@ -60,26 +87,27 @@ type Tree struct {
 // images from tree where status.resources has none (Argo CD 3 does not persist resource
 // health by default), and the other nodes of the tree with their parents. Messages are
 // cut at MaxMessageBytes and names at the length of a Kubernetes name, visibly; nothing
-// is left out. The entry is deterministic: resources and nodes sorted by group, kind,
+// is left out but the revisions past MaxRevisions and the images and parents of a
+// resource or node past MaxImagesPerResource and MaxParentRefsPerNode. The entry is deterministic: resources and nodes sorted by group, kind,
 // namespace and name, conditions errors first.
 func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	e := statusv1alpha1.AppStatus{
 		Namespace:      app.Namespace,
 		Name:           app.Name,
-		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*maxNameBytes+1),
-		ManifestWork:   TruncateMessage(app.ManifestWork, maxNameBytes),
+		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*MaxNameBytes+1),
+		ManifestWork:   TruncateMessage(app.ManifestWork, MaxNameBytes),
 		Sync: statusv1alpha1.SyncStatus{
 			Status:   TruncateMessage(app.Sync.Status, maxStatusBytes),
-			Revision: TruncateMessage(app.Sync.Revision, maxNameBytes),
+			Revision: TruncateMessage(app.Sync.Revision, MaxNameBytes),
 		},
 		Health:     health(app.Health, MaxMessageBytes),
 		ObservedAt: metav1.NewTime(app.ObservedAt.UTC().Truncate(time.Second)),
 	}
 	if app.HubNamespace != "" || app.HubName != "" {
-		e.Hub = &statusv1alpha1.ObjectRef{Namespace: TruncateMessage(app.HubNamespace, maxNameBytes), Name: TruncateMessage(app.HubName, maxNameBytes)}
+		e.Hub = &statusv1alpha1.ObjectRef{Namespace: TruncateMessage(app.HubNamespace, MaxNameBytes), Name: TruncateMessage(app.HubName, MaxNameBytes)}
 	}
-	for _, revision := range app.Sync.Revisions {
-		e.Sync.Revisions = append(e.Sync.Revisions, TruncateMessage(revision, maxNameBytes))
+	for _, revision := range app.Sync.Revisions[:min(len(app.Sync.Revisions), MaxRevisions)] {
+		e.Sync.Revisions = append(e.Sync.Revisions, TruncateMessage(revision, MaxNameBytes))
 	}
 	if op := app.Operation; op != (argoapp.OperationState{}) {
 		e.Operation = &statusv1alpha1.OperationState{
@@ -191,8 +219,8 @@ func cutHealth(h *statusv1alpha1.Health, messageBytes int) *statusv1alpha1.Healt
 }
 
 func normalResource(r statusv1alpha1.ResourceStatus) statusv1alpha1.ResourceStatus {
-	r.Group, r.Version, r.Kind = TruncateMessage(r.Group, maxNameBytes), TruncateMessage(r.Version, maxNameBytes), TruncateMessage(r.Kind, maxNameBytes)
-	r.Namespace, r.Name = TruncateMessage(r.Namespace, maxNameBytes), TruncateMessage(r.Name, maxNameBytes)
+	r.Group, r.Version, r.Kind = TruncateMessage(r.Group, MaxNameBytes), TruncateMessage(r.Version, MaxNameBytes), TruncateMessage(r.Kind, MaxNameBytes)
+	r.Namespace, r.Name = TruncateMessage(r.Namespace, MaxNameBytes), TruncateMessage(r.Name, MaxNameBytes)
 	r.Status = TruncateMessage(r.Status, maxStatusBytes)
 	r.Health = cutHealth(r.Health, MaxMessageBytes)
 	r.Images = normalImages(r.Images)
@@ -201,19 +229,22 @@ func normalResource(r statusv1alpha1.ResourceStatus) statusv1alpha1.ResourceStat
 
 func normalNode(n statusv1alpha1.ResourceNode) statusv1alpha1.ResourceNode {
 	out := statusv1alpha1.ResourceNode{
-		Group: TruncateMessage(n.Group, maxNameBytes), Version: TruncateMessage(n.Version, maxNameBytes),
-		Kind: TruncateMessage(n.Kind, maxNameBytes), Namespace: TruncateMessage(n.Namespace, maxNameBytes),
-		Name: TruncateMessage(n.Name, maxNameBytes), Health: cutHealth(n.Health, MaxMessageBytes), Images: normalImages(n.Images),
+		Group: TruncateMessage(n.Group, MaxNameBytes), Version: TruncateMessage(n.Version, MaxNameBytes),
+		Kind: TruncateMessage(n.Kind, MaxNameBytes), Namespace: TruncateMessage(n.Namespace, MaxNameBytes),
+		Name: TruncateMessage(n.Name, MaxNameBytes), Health: cutHealth(n.Health, MaxMessageBytes), Images: normalImages(n.Images),
 	}
 	for _, p := range n.ParentRefs {
 		out.ParentRefs = append(out.ParentRefs, statusv1alpha1.ResourceRef{
-			Group: TruncateMessage(p.Group, maxNameBytes), Kind: TruncateMessage(p.Kind, maxNameBytes),
-			Namespace: TruncateMessage(p.Namespace, maxNameBytes), Name: TruncateMessage(p.Name, maxNameBytes),
+			Group: TruncateMessage(p.Group, MaxNameBytes), Kind: TruncateMessage(p.Kind, MaxNameBytes),
+			Namespace: TruncateMessage(p.Namespace, MaxNameBytes), Name: TruncateMessage(p.Name, MaxNameBytes),
 		})
 	}
 	slices.SortFunc(out.ParentRefs, func(a, b statusv1alpha1.ResourceRef) int {
 		return compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name)
 	})
+	if len(out.ParentRefs) > MaxParentRefsPerNode {
+		out.ParentRefs = out.ParentRefs[:MaxParentRefsPerNode]
+	}
 	return out
 }
 
@@ -229,7 +260,11 @@ func normalImages(images []string) []string {
 		out = append(out, TruncateMessage(image, maxImageBytes))
 	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	out = slices.Compact(out)
+	if len(out) > MaxImagesPerResource {
+		out = out[:MaxImagesPerResource]
+	}
+	return out
 }
 
 // EntrySize is the size of an entry as it counts against SliceTargetBytes and
@@ -261,16 +296,23 @@ func EntryDigest(e statusv1alpha1.AppStatus) (int, [sha256.Size]byte) {
 	return len(raw), sha256.Sum256(raw)
 }
 
-// FitEntry returns the entry when it fits in MaxSliceBytes, and otherwise cuts it until
-// it does, in this order: the tree's nodes (healthy ones first), the messages down to
-// MinimalMessageBytes, then the resources (Synced and Healthy ones first), then the
+// FitEntry returns the entry when it fits in MaxSliceBytes and its lists in their counts
+// (MaxSliceResourcesPerApp, MaxSliceNodesPerApp, MaxSliceConditionsPerApp), and
+// otherwise cuts it until it does: first each list to its count (problems first, as
+// below), then, in this order, the tree's nodes (healthy ones first), the messages down
+// to MinimalMessageBytes, then the resources (Synced and Healthy ones first), then the
 // conditions (warnings first). It marks what it cut in Truncated. This is the only cut of
 // the status channel.
 func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	e = fitCounts(e)
 	if EntrySize(e) <= MaxSliceBytes {
 		return e
 	}
 	cut := &statusv1alpha1.Truncation{Reason: statusv1alpha1.TruncationExceedsSliceLimit}
+	if e.Truncated != nil {
+		*cut = *e.Truncated
+	}
+	countedNodes, countedResources, countedConditions := cut.NodesOmitted, cut.ResourcesOmitted, cut.ConditionsOmitted
 	out := e
 	out.Truncated = cut
 
@@ -281,10 +323,10 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	})
 	keepNodes := fitCount(len(nodes), func(n int) bool {
 		out.Nodes = sortedNodes(nodes[:n])
-		cut.NodesOmitted = int32(len(nodes) - n)
+		cut.NodesOmitted = countedNodes + int32(len(nodes)-n)
 		return EntrySize(out) <= MaxSliceBytes
 	})
-	out.Nodes, cut.NodesOmitted = sortedNodes(nodes[:keepNodes]), int32(len(nodes)-keepNodes)
+	out.Nodes, cut.NodesOmitted = sortedNodes(nodes[:keepNodes]), countedNodes+int32(len(nodes)-keepNodes)
 	if EntrySize(out) <= MaxSliceBytes {
 		return out
 	}
@@ -312,7 +354,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		return out
 	}
 
-	out.Nodes, cut.NodesOmitted = nil, int32(len(nodes))
+	out.Nodes, cut.NodesOmitted = nil, countedNodes+int32(len(nodes))
 	ordered := slices.Clone(resources)
 	slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
 		return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
@@ -321,7 +363,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		out.Resources = sortedResources(ordered[:n])
 		return EntrySize(out) <= MaxSliceBytes
 	})
-	out.Resources, cut.ResourcesOmitted = sortedResources(ordered[:keep]), int32(len(ordered)-keep)
+	out.Resources, cut.ResourcesOmitted = sortedResources(ordered[:keep]), countedResources+int32(len(ordered)-keep)
 	if EntrySize(out) <= MaxSliceBytes {
 		return out
 	}
@@ -331,7 +373,42 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		out.Conditions = conditions[:n]
 		return EntrySize(out) <= MaxSliceBytes
 	})
-	out.Conditions, cut.ConditionsOmitted = conditions[:keepConditions], int32(len(conditions)-keepConditions)
+	out.Conditions, cut.ConditionsOmitted = conditions[:keepConditions], countedConditions+int32(len(conditions)-keepConditions)
+	return out
+}
+
+// fitCounts cuts the lists of e to their counts, the problems first as FitEntry keeps
+// them, and marks what it cut in Truncated; e itself when nothing is cut.
+func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	if len(e.Resources) <= MaxSliceResourcesPerApp && len(e.Nodes) <= MaxSliceNodesPerApp && len(e.Conditions) <= MaxSliceConditionsPerApp {
+		return e
+	}
+	cut := &statusv1alpha1.Truncation{Reason: statusv1alpha1.TruncationExceedsSliceLimit}
+	if e.Truncated != nil {
+		*cut = *e.Truncated
+	}
+	out := e
+	out.Truncated = cut
+	if n := len(e.Resources); n > MaxSliceResourcesPerApp {
+		ordered := slices.Clone(e.Resources)
+		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
+			return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
+		})
+		out.Resources = sortedResources(ordered[:MaxSliceResourcesPerApp])
+		cut.ResourcesOmitted += int32(n - MaxSliceResourcesPerApp)
+	}
+	if n := len(e.Nodes); n > MaxSliceNodesPerApp {
+		ordered := slices.Clone(e.Nodes)
+		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceNode) int {
+			return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
+		})
+		out.Nodes = sortedNodes(ordered[:MaxSliceNodesPerApp])
+		cut.NodesOmitted += int32(n - MaxSliceNodesPerApp)
+	}
+	if n := len(e.Conditions); n > MaxSliceConditionsPerApp {
+		out.Conditions = slices.Clone(e.Conditions[:MaxSliceConditionsPerApp]) // errors first already
+		cut.ConditionsOmitted += int32(n - MaxSliceConditionsPerApp)
+	}
 	return out
 }
 
@@ -412,9 +489,9 @@ func SliceName(addonName string, n int) string {
 // The assignment is stable, so that one app's change rewrites one slice: an app stays
 // in the slice that holds it; a slice whose apps grew past SliceTargetBytes keeps the
 // apps that did not grow, then those that did, each in key order, as long as each fits
-// (the first always), and hands the others on;
+// (the first always) and the slice holds at most MaxAppsPerSlice, and hands the others on;
 // apps without a slice go, in key order, to the first slice by name that stays within
-// SliceFillBytes with them, else to a new slice with the lowest free number. A slice of the hub that is not
+// SliceFillBytes and MaxAppsPerSlice with them, else to a new slice with the lowest free number. A slice of the hub that is not
 // returned is to be deleted. Slices are not repacked.
 func PlanSlices(addonName string, onHub []Slice, apps []statusv1alpha1.AppStatus) []Slice {
 	return PlanSlicesSized(addonName, onHub, apps, nil, nil)
@@ -482,7 +559,7 @@ func PlanSlicesSized(addonName string, onHub []Slice, apps []statusv1alpha1.AppS
 			return strings.Compare(a, b)
 		})
 		for _, key := range keys {
-			if len(p.keys) == 0 || p.bytes+size(key) <= SliceTargetBytes {
+			if len(p.keys) == 0 || (p.bytes+size(key) <= SliceTargetBytes && len(p.keys) < MaxAppsPerSlice) {
 				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)
 			} else {
 				homeless = append(homeless, key)
@@ -499,7 +576,7 @@ func PlanSlicesSized(addonName string, onHub []Slice, apps []statusv1alpha1.AppS
 	for _, key := range homeless {
 		placed := false
 		for _, p := range plans {
-			if len(p.keys) == 0 || p.bytes+size(key) <= SliceFillBytes {
+			if len(p.keys) == 0 || (p.bytes+size(key) <= SliceFillBytes && len(p.keys) < MaxAppsPerSlice) {
 				p.keys, p.bytes = append(p.keys, key), p.bytes+size(key)
 				placed = true
 				break
@@ -631,7 +708,7 @@ func (e *SliceDecodeError) Error() string {
 func (e *SliceDecodeError) Unwrap() error { return e.Reason }
 
 // DecodeSlices returns the apps of a cluster's slices by key. A slice of an unknown
-// format version, over MaxSliceBytes, or with an app without identity is rejected whole
+// format version, over MaxSliceBytes or MaxAppsPerSlice, or with an app without identity is rejected whole
 // (a *SliceDecodeError wrapping ErrUnsupportedVersion, ErrTooLarge or ErrMalformed). An
 // app in two slices (an agent that stopped between two writes) is taken from the one
 // observed last.
@@ -658,6 +735,10 @@ func DecodeSlices(objs []statusv1alpha1.ApplicationStatusSlice) (map[string]stat
 		}
 		if bytes > MaxSliceBytes {
 			errs = append(errs, &SliceDecodeError{Slice: s.Name, Reason: ErrTooLarge, Detail: fmt.Sprintf("%d bytes of apps, more than %d", bytes, MaxSliceBytes)})
+			continue
+		}
+		if len(s.Apps) > MaxAppsPerSlice {
+			errs = append(errs, &SliceDecodeError{Slice: s.Name, Reason: ErrTooLarge, Detail: fmt.Sprintf("%d apps, more than %d", len(s.Apps), MaxAppsPerSlice)})
 			continue
 		}
 		for _, e := range s.Apps {

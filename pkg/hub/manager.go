@@ -105,6 +105,10 @@ type Options struct {
 	// default limit of 1.5 MiB per object, for what other writers may add (labels,
 	// annotations, their managedFields).
 	ReportBudgetBytes int64
+	// MaxStatusSlicesPerCluster bounds the ApplicationStatusSlices each cluster's agent
+	// may hold on the hub: a ResourceQuota in each cluster namespace (see
+	// addon.DefaultMaxStatusSlicesPerCluster).
+	MaxStatusSlicesPerCluster int
 	// ProgressingHold is how long the status mirror keeps a Progressing written before
 	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
 	ProgressingHold time.Duration
@@ -174,19 +178,20 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		// The name of the hub's own ManagedCluster on ACM hubs.
-		HubClusterName:       "local-cluster",
-		OptOutGracePeriod:    time.Hour,
-		ClusterSecrets:       true,
-		Concurrency:          16,
-		KubeAPIQPS:           DefaultKubeAPIQPS,
-		KubeAPIBurst:         DefaultKubeAPIBurst,
-		ReportWriteInterval:  time.Second,
-		ReportBudgetBytes:    1 << 20,
-		ProgressingHold:      time.Second,
-		AgentImage:           DefaultAgentImage,
-		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
-		AgentWatchNamespaces: []string{"argocd"},
-		GracefulShutdown:     30 * time.Second,
+		HubClusterName:            "local-cluster",
+		OptOutGracePeriod:         time.Hour,
+		ClusterSecrets:            true,
+		Concurrency:               16,
+		KubeAPIQPS:                DefaultKubeAPIQPS,
+		KubeAPIBurst:              DefaultKubeAPIBurst,
+		ReportWriteInterval:       time.Second,
+		ReportBudgetBytes:         1 << 20,
+		MaxStatusSlicesPerCluster: addon.DefaultMaxStatusSlicesPerCluster,
+		ProgressingHold:           time.Second,
+		AgentImage:                DefaultAgentImage,
+		AgentImagePullPolicy:      string(corev1.PullIfNotPresent),
+		AgentWatchNamespaces:      []string{"argocd"},
+		GracefulShutdown:          30 * time.Second,
 		ArgoCDRedis: resourcetree.RedisOptions{
 			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
 			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
@@ -222,6 +227,9 @@ func (o Options) Validate() error {
 	}
 	if o.ReportBudgetBytes < appsetreport.MinBudgetBytes {
 		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.ReportBudgetBytes, appsetreport.MinBudgetBytes))
+	}
+	if o.MaxStatusSlicesPerCluster < 1 {
+		errs = append(errs, fmt.Errorf("the status slices per cluster are %d; they must be at least 1", o.MaxStatusSlicesPerCluster))
 	}
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",
@@ -439,8 +447,9 @@ func newAddonManager(cfg *rest.Config, opts Options, recorder events.EventRecord
 		AgentImagePullPolicy: corev1.PullPolicy(opts.AgentImagePullPolicy), AgentImagePullSecrets: opts.AgentImagePullSecrets,
 		// The managed clusters' Argo CD runs in the namespace of the hub's: the pulled apps
 		// land there by default, and the agent reads its Redis there.
-		ArgoCDNamespace: opts.ArgoCDNamespace,
-		Recorder:        recorder,
+		ArgoCDNamespace:           opts.ArgoCDNamespace,
+		Recorder:                  recorder,
+		MaxStatusSlicesPerCluster: opts.MaxStatusSlicesPerCluster,
 	}, kube, addons)
 	if err != nil {
 		return nil, nil, err

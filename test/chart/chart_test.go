@@ -232,6 +232,9 @@ func TestDefaults(t *testing.T) {
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--report-budget-bytes") }) {
 		t.Errorf("the manager's args %v set a report budget that nobody set", args)
 	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--max-status-slices-per-cluster") }) {
+		t.Errorf("the manager's args %v set a slice quota that nobody set", args)
+	}
 	if sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName"); sa != managerName {
 		t.Errorf("service account %q", sa)
 	}
@@ -272,7 +275,7 @@ func TestNonDefaultValues(t *testing.T) {
 		"image.repository=registry.example.com/gitops/pull", "image.tag=v1.2.3", "replicas=2",
 		"manager.addonName=my-pull", "manager.argocdNamespace=openshift-gitops",
 		"manager.watchNamespaces={team-a,team-b}", "manager.requirePlacementBinding=false",
-		"manager.concurrency=8", "manager.logVerbosity=4", "manager.reportBudgetBytes=2097152", "agent.watchNamespaces={openshift-gitops}",
+		"manager.concurrency=8", "manager.logVerbosity=4", "manager.reportBudgetBytes=2097152", "manager.maxStatusSlicesPerCluster=300", "agent.watchNamespaces={openshift-gitops}",
 		"agent.image=registry.example.com/gitops/agent:v9", "resources.limits.memory=1Gi",
 		"addOnDeploymentConfig.create=false", "metrics.service=false",
 		// OpenShift GitOps' Redis (docs/operations.md).
@@ -295,7 +298,7 @@ func TestNonDefaultValues(t *testing.T) {
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=my-pull", "--argocd-namespace=openshift-gitops", "--watch-namespaces=team-a,team-b",
 		"--require-placement-binding=false", "--concurrency=8", "--agent-image=registry.example.com/gitops/agent:v9",
-		"--agent-watch-namespaces=openshift-gitops", "--v=4", "--report-budget-bytes=2097152",
+		"--agent-watch-namespaces=openshift-gitops", "--v=4", "--report-budget-bytes=2097152", "--max-status-slices-per-cluster=300",
 		"--argocd-redis=openshift-gitops-redis.openshift-gitops.svc:6379", "--argocd-redis-use-tls=true",
 		"--argocd-redis-password-secret=openshift-gitops-redis-initial-password", "--argocd-redis-password-key=admin.password",
 		"--argocd-redis-ca-certificate=/etc/argocd-pull/redis-ca/service-ca.crt"} {

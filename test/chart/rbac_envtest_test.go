@@ -114,6 +114,8 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 			perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "another-addon", "", "get", "patch"),
 			perms("cluster1", "rbac.authorization.k8s.io", "roles", "another-role", "", "get", "update"),
 			perms("cluster1", "rbac.authorization.k8s.io", "rolebindings", "another-binding", "", "get", "update"),
+			perms("cluster1", "", "resourcequotas", "another-quota", "", "get", "update", "delete"),
+			perms(cluster, "", "resourcequotas", "", "", "delete", "patch"),
 			perms(cluster, "addon.open-cluster-management.io", "clustermanagementaddons", "", "", "create", "update", "delete"),
 			perms(cluster, "addon.open-cluster-management.io", "addondeploymentconfigs", "", "", "create", "update"),
 			perms(cluster, "argoproj.io", "applications", "", "", "create", "delete"),

@@ -62,8 +62,14 @@ const baseControllers = "garbagecollector,namespace,csrsigning,csrcleaner,servic
 const workloadControllers = "deployment,replicaset,statefulset,daemonset,job,cronjob,ttl-after-finished,replicationcontroller," +
 	"endpoint,endpointslice,endpointslicemirroring,disruption,podgc,nodelifecycle"
 
+// hubControllers are the ones the hub runs on top of the baseControllers: resourcequota
+// counts the quotas the addon keeps in each cluster namespace (the agents' status
+// slices), without which the apiserver enforces none.
+const hubControllers = "resourcequota"
+
 // startControlPlane starts the three processes and returns once the apiserver is ready.
-// With workloads, kube-controller-manager also runs the workloadControllers.
+// With workloads, kube-controller-manager also runs the workloadControllers; without, the
+// hubControllers.
 func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name string, workloads bool) (*ControlPlane, error) {
 	cp := &ControlPlane{Name: name, Dir: filepath.Join(runDir, name), sup: sup}
 	cp.pkiDir = filepath.Join(cp.Dir, "pki")
@@ -136,9 +142,9 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 	// kube-controller-manager runs as kubeadm sets it up: as system:kube-controller-manager,
 	// each controller with the token of its own service account in kube-system, so that
 	// the bootstrap RBAC of each (system:controller:<name>) is what it may do.
-	controllers := baseControllers
+	controllers := baseControllers + "," + hubControllers
 	if workloads {
-		controllers += "," + workloadControllers
+		controllers = baseControllers + "," + workloadControllers
 	}
 	kcmKubeconfig := cp.pki("kube-controller-manager.kubeconfig")
 	if err := cp.writeClientKubeconfig(kcmKubeconfig, "system:kube-controller-manager"); err != nil {

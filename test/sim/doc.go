@@ -15,6 +15,10 @@
 //     ApplicationStatusSlices, with the project's own encoder (pkg/clusterreport) and
 //     field manager, server-side, as pkg/spoke does.
 //
+// No kube-controller-manager runs: the ResourceQuota that the manager keeps in each
+// cluster namespace on the agents' status slices gets no status, so the apiserver counts
+// nothing against it (docs/operations.md).
+//
 // The benchmarks (test/bench) and the fault suite (test/fault) run on it. The e2e suite
 // on the local fleet (test/e2e) is where the real work agent, Argo CD and agent run.
 package sim

@@ -59,6 +59,9 @@ type Options struct {
 	// Recorder records a Warning Event on a ManagedClusterAddOn whose agent certificate
 	// request is not approved automatically (agentCSRApprover); nil records none.
 	Recorder events.EventRecorder
+	// MaxStatusSlicesPerCluster bounds the ApplicationStatusSlices of each cluster's
+	// agent (sliceQuota); 0 means DefaultMaxStatusSlicesPerCluster.
+	MaxStatusSlicesPerCluster int
 }
 
 // AgentAddon renders the agent's manifests for each cluster (see Manifests) and grants
@@ -87,10 +90,13 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 	if opts.ArgoCDNamespace == "" {
 		opts.ArgoCDNamespace = argoapp.DefaultAppNamespace
 	}
+	if opts.MaxStatusSlicesPerCluster < 0 {
+		return nil, fmt.Errorf("the status slices per cluster are %d; they must be at least 1", opts.MaxStatusSlicesPerCluster)
+	}
 	a := &AgentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube,
 		csrApprover: newAgentCSRApprover(opts.Recorder)}
 	if hubKube != nil {
-		rbac, err := newHubRBACCache(hubKube, hubRoleName(opts.AddonName))
+		rbac, err := newHubRBACCache(hubKube, hubRoleName(opts.AddonName), SliceQuotaName(opts.AddonName))
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +172,9 @@ func installNamespace(addon *addonv1beta1.ManagedClusterAddOn, adc *addonv1beta1
 // HubRole is what the agent's hub identity may do, in its own cluster namespace only: read
 // its own ManagedClusterAddOn, patch its status, write its ApplicationStatusSlices, and
 // record Events. RBAC cannot name objects before they exist (create takes no
-// resourceNames), so the namespace bounds the slices, as it bounds the Events.
+// resourceNames), so the namespace bounds the slices, as it bounds the Events; their
+// number is bounded by the quota that grantHubPermissions keeps beside the Role
+// (sliceQuota), their size by the CRD's schema.
 func HubRole(addonName string) *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: hubRoleName(addonName)},
@@ -187,18 +195,23 @@ func hubRoleName(addonName string) string {
 }
 
 // grantHubPermissions creates HubRole in the cluster's namespace and binds it to the
-// agent's user and to the group of this cluster's agents only. When the cache holds both
-// as they should be, it reads and writes nothing: the framework calls it for every
-// cluster at every start of the manager, one cluster at a time.
+// agent's user and to the group of this cluster's agents only, and bounds the slices the
+// agent may create there (sliceQuota). When the cache holds all three as they should be,
+// it reads and writes nothing: the framework calls it for every cluster at every start
+// of the manager, one cluster at a time. The quota is applied first, so that the agent
+// never holds the right to create slices without their bound.
 //
 // The framework's BindKubeClientRole binds every group of the registration, and one of
 // them, system:open-cluster-management:addon:<addon>, is shared by the agents of all
 // clusters: bound in each cluster namespace, it would let any cluster's agent write any
 // other cluster's report. So the binding names only the per-cluster subjects.
 func (a *AgentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1.ManagedCluster, addon *addonv1beta1.ManagedClusterAddOn) error {
-	role, binding := a.hubPermissions(cluster.Name, addon)
-	if a.hubRBAC.granted(role, binding) {
+	role, binding, quota := a.hubPermissions(cluster.Name, addon)
+	if a.hubRBAC.granted(role, binding, quota) {
 		return nil
+	}
+	if err := a.applySliceQuota(ctx, quota); err != nil {
+		return err
 	}
 	if _, _, err := utils.ApplyRole(ctx, a.hubKube.RbacV1(), role); err != nil {
 		return fmt.Errorf("apply hub role for %s: %w", cluster.Name, err)
@@ -209,9 +222,18 @@ func (a *AgentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1
 	return nil
 }
 
+// maxStatusSlices is MaxStatusSlicesPerCluster, or its default.
+func (a *AgentAddon) maxStatusSlices() int {
+	if a.opts.MaxStatusSlicesPerCluster > 0 {
+		return a.opts.MaxStatusSlicesPerCluster
+	}
+	return DefaultMaxStatusSlicesPerCluster
+}
+
 // hubPermissions returns the agent's hub Role (HubRole) and RoleBinding in the
-// namespace of cluster, both owned by its ManagedClusterAddOn.
-func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedClusterAddOn) (*rbacv1.Role, *rbacv1.RoleBinding) {
+// namespace of cluster, and the quota of its slices (sliceQuota), all owned by its
+// ManagedClusterAddOn.
+func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedClusterAddOn) (*rbacv1.Role, *rbacv1.RoleBinding, *corev1.ResourceQuota) {
 	role := HubRole(a.opts.AddonName)
 	role.Namespace = cluster
 	setAddonOwner(&role.ObjectMeta, addon)
@@ -224,7 +246,7 @@ func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedC
 		},
 	}
 	setAddonOwner(&binding.ObjectMeta, addon)
-	return role, binding
+	return role, binding, sliceQuota(a.opts.AddonName, cluster, a.maxStatusSlices(), addon)
 }
 
 // clusterAgentsGroup is the registration group of this addon's agents on one cluster.

@@ -36,12 +36,14 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 	const addonName, manager = "argocd-pull", "test-manager"
 	name := hubRoleName(addonName)
 
-	// The manager: the chart's rules on roles and rolebindings, and what it must hold to
+	// The manager: the chart's rules on roles, rolebindings and resourcequotas, and what it must hold to
 	// grant the agent's Role (RBAC's escalation check).
 	role := HubRole(addonName)
 	managerRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: manager}, Rules: append([]rbacv1.PolicyRule{
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, ResourceNames: []string{name}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, ResourceNames: []string{SliceQuotaName(addonName)}, Verbs: []string{"get", "list", "watch", "update"}},
 	}, role.Rules...)}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, managerRole, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -53,13 +55,14 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Its requests on roles and rolebindings, but the watches, and those refused.
+	// Its requests on roles, rolebindings and resourcequotas, but the watches, and those refused.
 	var requests, refused atomic.Int64
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: manager, Groups: []string{"system:authenticated"}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			rbac := strings.Contains(req.URL.Path, "/roles") || strings.Contains(req.URL.Path, "/rolebindings")
+			rbac := strings.Contains(req.URL.Path, "/roles") || strings.Contains(req.URL.Path, "/rolebindings") ||
+				strings.Contains(req.URL.Path, "/resourcequotas")
 			resp, err := rt.RoundTrip(req)
 			if rbac && req.URL.Query().Get("watch") != "true" {
 				requests.Add(1)
@@ -114,7 +117,7 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 		}
 	}
 	if n := requests.Load() - before; n != 0 {
-		t.Errorf("granting permissions in place made %d requests on roles and rolebindings, want 0", n)
+		t.Errorf("granting permissions in place made %d requests on roles, rolebindings and resourcequotas, want 0", n)
 	}
 
 	// Someone narrows the agent's Role and rewrites its RoleBinding: the next grant
@@ -145,12 +148,12 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRole, wantBinding := a.hubPermissions("c1", clusters["c1"])
+	wantRole, wantBinding, _ := a.hubPermissions("c1", clusters["c1"])
 	if !equality.Semantic.DeepEqual(r.Rules, wantRole.Rules) || !equality.Semantic.DeepEqual(b.Subjects, wantBinding.Subjects) {
 		t.Errorf("the changed permissions were not put back: rules %v, subjects %v", r.Rules, b.Subjects)
 	}
 	if n := refused.Load(); n != 0 {
-		t.Errorf("the manager's identity was refused %d requests on roles and rolebindings", n)
+		t.Errorf("the manager's identity was refused %d requests on roles, rolebindings and resourcequotas", n)
 	}
 }
 

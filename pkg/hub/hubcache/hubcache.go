@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -466,27 +467,107 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 // entry as the agent wrote it, stays, and so do its packed resources. Computed again from
 // the stripped entry, the Digest would not be the one that the resource tree writer reads
 // the whole slice for, and every tree would be written again at each start.
+//
+// What the hub would refuse, it does not hold: of a slice over clusterreport.MaxSliceBytes
+// or MaxAppsPerSlice as the agent wrote it, which clusterreport.DecodeSlices rejects
+// whole, it keeps only what finds each app (rejectedEntry) and one app past
+// MaxAppsPerSlice, so that the rejection, and the apps it concerns, still show. Nor does
+// it hold more than MaxCachedSliceBytes of one slice (cachedBytes): the entries the agent
+// writes take less in the cache than as JSON, but an entry of many empty items (a
+// condition "{}" is 3 bytes of JSON and 32 in memory) takes more; such a slice is held as
+// a rejected one, and DecodeSlices rejects it (its entries' sizes say it is over
+// MaxSliceBytes). So the cache holds at most MaxCachedSliceBytes of a slice, whatever an
+// agent writes; the schema refuses longer strings and lists.
 func stripSlice(obj any) (any, error) {
 	s, ok := obj.(*statusv1alpha1.ApplicationStatusSlice)
 	if !ok {
 		return obj, nil
 	}
 	s.ManagedFields = nil
+	if len(s.Apps) > clusterreport.MaxAppsPerSlice+1 {
+		s.Apps = s.Apps[:clusterreport.MaxAppsPerSlice+1]
+	}
 	s.Apps = exact(s.Apps)
+	total := 0
 	for i := range s.Apps {
 		app := &s.Apps[i]
-		if app.Digest != "" {
-			continue
+		if app.Digest == "" {
+			size, digest := clusterreport.EntryDigest(*app)
+			app.Digest, app.Size = string(digest[:]), size
+			app.Nodes = nil
+			app.Conditions = exact(app.Conditions)
+			app.PackedResources = PackResources(app.Resources)
+			app.Resources = nil
+			internSliceApp(app)
 		}
-		size, digest := clusterreport.EntryDigest(*app)
-		app.Digest, app.Size = string(digest[:]), size
-		app.Nodes = nil
-		app.Conditions = exact(app.Conditions)
-		app.PackedResources = PackResources(app.Resources)
-		app.Resources = nil
-		internSliceApp(app)
+		total += app.Size
+	}
+	rejected := total > clusterreport.MaxSliceBytes || len(s.Apps) > clusterreport.MaxAppsPerSlice
+	if !rejected {
+		cached := 0
+		for i := range s.Apps {
+			cached += cachedBytes(&s.Apps[i])
+		}
+		if cached > MaxCachedSliceBytes {
+			rejected = true
+			// What DecodeSlices reads: the first entry's size says the slice is over.
+			s.Apps[0].Size = clusterreport.MaxSliceBytes + 1
+		}
+	}
+	if rejected {
+		for i := range s.Apps {
+			s.Apps[i] = rejectedEntry(s.Apps[i])
+		}
 	}
 	return s, nil
+}
+
+// MaxCachedSliceBytes bounds what the cache holds of one slice. A slice of the agent's
+// encoder takes at most about 1.1 MiB: MaxSliceBytes of entries, which the cache holds in
+// less (nodes and images dropped, resources packed), but for each app's and each
+// condition's struct (320 and 32 bytes) over its JSON (about 100 and 20 bytes at least).
+const MaxCachedSliceBytes = 2 * clusterreport.MaxSliceBytes
+
+// cachedBytes estimates what the cache holds of a stripped entry: its structs, and its
+// strings as if none were shared (interned ones are).
+func cachedBytes(e *statusv1alpha1.AppStatus) int {
+	n := int(unsafe.Sizeof(*e)) + len(e.Namespace) + len(e.Name) + len(e.ApplicationSet) + len(e.ManifestWork) +
+		len(e.Sync.Status) + len(e.Sync.Revision) + len(e.TreeSource) + len(e.TreeMessage) + len(e.Digest) + len(e.PackedResources)
+	for _, r := range e.Sync.Revisions {
+		n += int(unsafe.Sizeof(r)) + len(r)
+	}
+	if h := e.Health; h != nil {
+		n += int(unsafe.Sizeof(*h)) + len(h.Status) + len(h.Message)
+	}
+	if op := e.Operation; op != nil {
+		n += int(unsafe.Sizeof(*op)) + len(op.Phase) + len(op.StartedAt) + len(op.FinishedAt) + len(op.Message)
+	}
+	if hub := e.Hub; hub != nil {
+		n += int(unsafe.Sizeof(*hub)) + len(hub.Namespace) + len(hub.Name)
+	}
+	if e.Truncated != nil {
+		n += int(unsafe.Sizeof(*e.Truncated))
+	}
+	for _, c := range e.Conditions {
+		n += int(unsafe.Sizeof(c)) + len(c.Type) + len(c.Message)
+	}
+	return n
+}
+
+// rejectedEntry keeps of an entry of a slice that the hub rejects what finds its app
+// (its identity, ManifestWork and hub back-pointer, each at most the length of a name),
+// its Digest and its Size: the hub shows none of it, and enqueues the app's hub
+// Application when the slice changes.
+func rejectedEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	name := func(s string) string { return clusterreport.TruncateMessage(s, clusterreport.MaxNameBytes) }
+	out := statusv1alpha1.AppStatus{
+		Namespace: name(e.Namespace), Name: name(e.Name), ManifestWork: name(e.ManifestWork),
+		ObservedAt: e.ObservedAt, Digest: e.Digest, Size: e.Size,
+	}
+	if e.Hub != nil {
+		out.Hub = &statusv1alpha1.ObjectRef{Namespace: name(e.Hub.Namespace), Name: name(e.Hub.Name)}
+	}
+	return out
 }
 
 // internSliceApp makes the strings that the apps of a cluster, and the same app on every

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -507,6 +508,128 @@ func TestStrippedSliceTooLarge(t *testing.T) {
 	}
 	if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped.(*statusv1alpha1.ApplicationStatusSlice)}); !errors.Is(err, clusterreport.ErrTooLarge) {
 		t.Errorf("a cached slice too large as the agent wrote it: %v, want %v", err, clusterreport.ErrTooLarge)
+	}
+}
+
+// TestStrippedSliceOverTheBoundsKeepsOnlyItsApps: of a slice the hub rejects (over
+// MaxSliceBytes, or over MaxAppsPerSlice), the cache keeps what finds each app and no
+// content, so that what an agent writes beyond the bounds costs the manager no memory;
+// the slice is still rejected, and transformed again, the same.
+func TestStrippedSliceOverTheBoundsKeepsOnlyItsApps(t *testing.T) {
+	observed := metav1.NewTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC))
+	message := strings.Repeat("x", clusterreport.MaxMessageBytes)
+	large := statusv1alpha1.AppStatus{Namespace: "argocd", Name: "large", ManifestWork: "large-work", ObservedAt: observed,
+		Hub: &statusv1alpha1.ObjectRef{Namespace: "apps", Name: "large"}}
+	for i := range 1100 { // about 1.1 MiB of conditions
+		large.Conditions = append(large.Conditions, statusv1alpha1.Condition{Type: "SyncError", Message: fmt.Sprint(i) + message})
+	}
+	many := make([]statusv1alpha1.AppStatus, 0, 3*clusterreport.MaxAppsPerSlice)
+	for i := range 3 * clusterreport.MaxAppsPerSlice {
+		many = append(many, statusv1alpha1.AppStatus{Namespace: "argocd", Name: fmt.Sprint(i), ObservedAt: observed,
+			Conditions: []statusv1alpha1.Condition{{Type: "SyncError", Message: message}}})
+	}
+	for name, apps := range map[string][]statusv1alpha1.AppStatus{"over MaxSliceBytes": {large}, "over MaxAppsPerSlice": many} {
+		slice := &statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: apps}
+		obj, err := stripSlice(slice.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+		if len(stripped.Apps) > clusterreport.MaxAppsPerSlice+1 {
+			t.Errorf("%s: the cache keeps %d apps", name, len(stripped.Apps))
+		}
+		for _, e := range stripped.Apps {
+			if e.Conditions != nil || e.PackedResources != "" || e.Digest == "" || e.Size == 0 || e.Name == "" {
+				t.Fatalf("%s: the cache keeps of an app of a rejected slice %+v, want its identity, digest and size", name, e)
+			}
+		}
+		if name == "over MaxSliceBytes" && (stripped.Apps[0].ManifestWork != "large-work" || stripped.Apps[0].Hub == nil || stripped.Apps[0].Hub.Name != "large") {
+			t.Errorf("%s: what finds the app is gone: %+v", name, stripped.Apps[0])
+		}
+		if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); !errors.Is(err, clusterreport.ErrTooLarge) {
+			t.Errorf("%s: the cached slice decodes: %v, want %v", name, err, clusterreport.ErrTooLarge)
+		}
+		again, err := stripSlice(stripped.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(again, stripped) {
+			t.Errorf("%s: transformed twice differs from once", name)
+		}
+	}
+}
+
+// TestCacheHoldsAtMostMaxCachedSliceBytesOfASlice: the largest slices the agent's
+// encoder writes are held (the fullest of the smallest apps, an app of the most
+// conditions with the longest messages, one of the most resources), each in less than
+// MaxCachedSliceBytes; a slice within MaxSliceBytes of JSON whose many empty items would
+// take more is held as a rejected one, and rejected.
+func TestCacheHoldsAtMostMaxCachedSliceBytesOfASlice(t *testing.T) {
+	observed := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	var tiny []statusv1alpha1.AppStatus
+	for i := range clusterreport.MaxAppsPerSlice {
+		tiny = append(tiny, clusterreport.FitEntry(clusterreport.Entry(clusterreport.App{Namespace: "a", Name: fmt.Sprint(i), ObservedAt: observed}, clusterreport.Tree{})))
+	}
+	fullest := clusterreport.PlanSlices("argocd-pull", nil, tiny)[0].Apps
+	conditions := clusterreport.App{Namespace: "argocd", Name: "conditions", ObservedAt: observed}
+	for i := range clusterreport.MaxSliceConditionsPerApp {
+		conditions.Conditions = append(conditions.Conditions, argoapp.Condition{Type: "SharedResourceWarning", Message: fmt.Sprint(i) + strings.Repeat("x", 2000)})
+	}
+	resources := clusterreport.App{Namespace: "argocd", Name: "resources", ObservedAt: observed}
+	for i := range clusterreport.MaxSliceResourcesPerApp {
+		resources.Resources = append(resources.Resources, argoapp.ResourceStatus{Name: fmt.Sprint(i), Status: "Synced"})
+	}
+	for name, apps := range map[string][]statusv1alpha1.AppStatus{
+		fmt.Sprintf("%d apps", len(fullest)): fullest,
+		"the most conditions":                {clusterreport.FitEntry(clusterreport.Entry(conditions, clusterreport.Tree{}))},
+		"the most resources":                 {clusterreport.FitEntry(clusterreport.Entry(resources, clusterreport.Tree{}))},
+	} {
+		obj, err := stripSlice(&statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: apps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+		if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); err != nil {
+			t.Errorf("%s: the encoder's slice is rejected: %v", name, err)
+		}
+		cached := 0
+		for i := range stripped.Apps {
+			cached += cachedBytes(&stripped.Apps[i])
+		}
+		t.Logf("%s: %d bytes in the cache", name, cached)
+	}
+
+	// About 0.9 MiB of JSON: 300 apps of 1,000 empty conditions, 32 MB as structs.
+	var hostile []statusv1alpha1.AppStatus
+	for i := range 300 {
+		hostile = append(hostile, statusv1alpha1.AppStatus{Namespace: "argocd", Name: fmt.Sprint(i), ObservedAt: metav1.NewTime(observed),
+			Conditions: make([]statusv1alpha1.Condition, clusterreport.MaxSliceConditionsPerApp)})
+	}
+	slice := &statusv1alpha1.ApplicationStatusSlice{FormatVersion: clusterreport.SliceFormatVersion, Apps: hostile}
+	obj, err := stripSlice(slice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := obj.(*statusv1alpha1.ApplicationStatusSlice)
+	cached := 0
+	for i := range stripped.Apps {
+		cached += cachedBytes(&stripped.Apps[i])
+		if stripped.Apps[i].Conditions != nil {
+			t.Fatal("the cache holds the conditions of a slice it would hold too much of")
+		}
+	}
+	if cached > MaxCachedSliceBytes {
+		t.Errorf("the cache holds %d bytes of the slice, more than %d", cached, MaxCachedSliceBytes)
+	}
+	if _, err := clusterreport.DecodeSlices([]statusv1alpha1.ApplicationStatusSlice{*stripped}); !errors.Is(err, clusterreport.ErrTooLarge) {
+		t.Errorf("the slice decodes: %v, want %v", err, clusterreport.ErrTooLarge)
+	}
+	again, err := stripSlice(stripped.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(again, stripped) {
+		t.Error("transformed twice differs from once")
 	}
 }
 

@@ -3,6 +3,8 @@ package observed
 // This file merges the two channels into the State of one app.
 
 import (
+	"slices"
+
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
@@ -34,7 +36,31 @@ func (s State) Known() bool {
 	return s.Reported || s.SyncStatus != "" || s.HealthStatus != "" || s.OperationPhase != ""
 }
 
-// Merge combines the feedback and the agent's entry (nil when not reported).
+// MaxAgentMessageBytes bounds each message of an agent's entry that reaches a hub object
+// (the hub Application's health, operation, condition and resource health messages, the
+// MulticlusterApplicationSetReport's): the agent's own cut, clusterreport.MaxMessageBytes.
+// The schema of the slices counts characters, so a message may reach the hub longer in
+// bytes; Merge shortens it, with clusterreport.Ellipsis.
+const MaxAgentMessageBytes = clusterreport.MaxMessageBytes
+
+// IsManagerCondition reports whether a condition type of a hub Application is the
+// manager's own: the propagation controller's OCMPropagationError, and the notes the hub
+// adds about the data it shows (ConditionStale, ConditionInvalidReport,
+// ConditionNotReported). An agent's report never carries them: Merge drops them, so that
+// an agent can neither hide nor replace the manager's condition, nor move the time from
+// which the opt-out grace period counts (its lastTransitionTime).
+func IsManagerCondition(conditionType string) bool {
+	switch conditionType {
+	case argoapp.ConditionOCMPropagationError, ConditionStale, ConditionInvalidReport, ConditionNotReported:
+		return true
+	}
+	return false
+}
+
+// Merge combines the feedback and the agent's entry (nil when not reported). It is the
+// one place where an agent's entry, from either channel, becomes what the hub shows: it
+// drops the agent's conditions of the manager's types (IsManagerCondition) and shortens
+// every message to MaxAgentMessageBytes.
 func Merge(f Feedback, agent *clusterreport.App) State {
 	s := State{
 		SyncStatus: f.SyncStatus, SyncRevision: f.SyncRevision, HealthStatus: f.HealthStatus,
@@ -49,16 +75,50 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 	s.SyncRevisions = agent.Sync.Revisions
 	s.HealthStatus = firstNonEmpty(s.HealthStatus, agent.Health.Status)
 	if s.HealthStatus == agent.Health.Status {
-		s.HealthMessage = agent.Health.Message // the message of another status would mislead
+		s.HealthMessage = shorten(agent.Health.Message) // the message of another status would mislead
 	}
 	s.OperationPhase = firstNonEmpty(s.OperationPhase, agent.Operation.Phase)
 	s.OperationStart = firstNonEmpty(s.OperationStart, agent.Operation.StartedAt)
 	if s.OperationPhase == agent.Operation.Phase && s.OperationStart == agent.Operation.StartedAt {
-		s.OperationMsg = agent.Operation.Message
+		s.OperationMsg = shorten(agent.Operation.Message)
 	}
-	s.Resources = agent.Resources
-	s.Conditions = agent.Conditions
+	s.Resources = agentResources(agent.Resources)
+	s.Conditions = agentConditions(agent.Conditions)
 	return s
+}
+
+func shorten(message string) string {
+	return clusterreport.TruncateMessage(message, MaxAgentMessageBytes)
+}
+
+// agentResources returns the resources with their health messages shortened: resources
+// itself when none is too long, as nearly always.
+func agentResources(resources []argoapp.ResourceStatus) []argoapp.ResourceStatus {
+	if !slices.ContainsFunc(resources, func(r argoapp.ResourceStatus) bool { return len(r.Health.Message) > MaxAgentMessageBytes }) {
+		return resources
+	}
+	out := slices.Clone(resources)
+	for i := range out {
+		out[i].Health.Message = shorten(out[i].Health.Message)
+	}
+	return out
+}
+
+// agentConditions returns the conditions without those of the manager's types and with
+// their messages shortened: conditions itself when that changes nothing.
+func agentConditions(conditions []argoapp.Condition) []argoapp.Condition {
+	if !slices.ContainsFunc(conditions, func(c argoapp.Condition) bool {
+		return IsManagerCondition(c.Type) || len(c.Message) > MaxAgentMessageBytes
+	}) {
+		return conditions
+	}
+	out := make([]argoapp.Condition, 0, len(conditions))
+	for _, c := range conditions {
+		if !IsManagerCondition(c.Type) {
+			out = append(out, argoapp.Condition{Type: c.Type, Message: shorten(c.Message)})
+		}
+	}
+	return out
 }
 
 func firstNonEmpty(values ...string) string {

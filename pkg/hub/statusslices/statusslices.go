@@ -216,6 +216,9 @@ func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 		app.Resources = append(app.Resources, resource)
 	}
 	for _, c := range e.Conditions {
+		if c.Type == ConditionTruncated {
+			continue // the hub's own, below: the agent says it in Truncated
+		}
 		app.Conditions = append(app.Conditions, argoapp.Condition{Type: c.Type, Message: c.Message})
 	}
 	if e.PackedResources != "" { // an entry of the hub's cache

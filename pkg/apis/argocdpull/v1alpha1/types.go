@@ -5,6 +5,14 @@ import (
 )
 
 // Kind, resource and label of the status channel.
+//
+// Every string and list of an ApplicationStatusSlice is bounded in its schema (the
+// kubebuilder markers below), so that an agent cannot store more than the agent's own
+// encoder (pkg/clusterreport) ever writes: the bounds are those of the encoder, which
+// cuts to them, and clusterreport's TestSliceSchemaBoundsAreTheEncoders checks that the
+// generated CRD says the same. maxLength counts characters; the encoder counts bytes,
+// which are at least as many. The schema has no CEL rule: plain bounds cost the
+// apiserver nothing to estimate.
 const (
 	Kind     = "ApplicationStatusSlice"
 	Resource = "applicationstatusslices"
@@ -15,6 +23,7 @@ const (
 )
 
 // TreeSource says where the nodes and resource health of an app came from.
+// +kubebuilder:validation:Enum=ArgoCDCache;None
 type TreeSource string
 
 const (
@@ -27,10 +36,12 @@ const (
 )
 
 // TruncationReason says why an app was cut.
+// +kubebuilder:validation:Enum=ExceedsSliceLimit
 type TruncationReason string
 
 // TruncationExceedsSliceLimit: the app alone does not fit in one slice of the maximum
-// size; its nodes, then its messages, then its healthy resources were left out.
+// size, or has more items in a list than a slice holds; its nodes, then its messages,
+// then its healthy resources were left out.
 const TruncationExceedsSliceLimit TruncationReason = "ExceedsSliceLimit"
 
 // ApplicationStatusSlice holds the complete status of some of the Argo CD Applications of
@@ -53,10 +64,14 @@ type ApplicationStatusSlice struct {
 
 	// AppCount is len(apps), for kubectl get.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	AppCount int32 `json:"appCount,omitempty"`
 
-	// Apps are the slice's Applications, sorted by namespace and name.
+	// Apps are the slice's Applications, sorted by namespace and name; at most
+	// clusterreport.MaxAppsPerSlice.
 	// +optional
+	// +kubebuilder:validation:MaxItems=1000
 	// +listType=map
 	// +listMapKey=namespace
 	// +listMapKey=name
@@ -66,8 +81,12 @@ type ApplicationStatusSlice struct {
 // AppStatus is the status of one Application on the managed cluster.
 type AppStatus struct {
 	// Namespace and Name identify the Application on the managed cluster.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 
 	// Hub points back to the hub Application, when the Application carries the
 	// hub-application annotations.
@@ -75,10 +94,12 @@ type AppStatus struct {
 	Hub *ObjectRef `json:"hub,omitempty"`
 	// ApplicationSet is "<namespace>/<name>" of the hub ApplicationSet.
 	// +optional
+	// +kubebuilder:validation:MaxLength=507
 	ApplicationSet string `json:"applicationSet,omitempty"`
 	// ManifestWork is the ManifestWork, in the cluster namespace, that carries the
 	// Application.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	ManifestWork string `json:"manifestWork,omitempty"`
 
 	// +optional
@@ -91,17 +112,20 @@ type AppStatus struct {
 	// Conditions are Argo CD's conditions of the Application: errors (type ending in
 	// "Error") first, then warnings.
 	// +optional
+	// +kubebuilder:validation:MaxItems=1000
 	// +listType=atomic
 	Conditions []Condition `json:"conditions,omitempty"`
 
 	// Resources are every managed resource of the Application.
 	// +optional
+	// +kubebuilder:validation:MaxItems=20000
 	// +listType=atomic
 	Resources []ResourceStatus `json:"resources,omitempty"`
 
 	// Nodes are the other nodes of Argo CD's resource tree: the children it tracks
 	// (ReplicaSets, Pods, ...), with their parents.
 	// +optional
+	// +kubebuilder:validation:MaxItems=20000
 	// +listType=atomic
 	Nodes []ResourceNode `json:"nodes,omitempty"`
 
@@ -110,6 +134,7 @@ type AppStatus struct {
 	TreeSource TreeSource `json:"treeSource,omitempty"`
 	// TreeMessage says why the tree could not be read.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	TreeMessage string `json:"treeMessage,omitempty"`
 
 	// ObservedAt is when the agent first observed the Application in its current state.
@@ -136,19 +161,25 @@ type AppStatus struct {
 
 // ObjectRef points to a namespaced object.
 type ObjectRef struct {
+	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // SyncStatus is status.sync.
 type SyncStatus struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Status string `json:"status,omitempty"`
 	// Revision is the synced revision of a single-source Application.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Revision string `json:"revision,omitempty"`
 	// Revisions are the synced revisions of a multi-source Application, one per source.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=atomic
 	Revisions []string `json:"revisions,omitempty"`
 }
@@ -156,50 +187,66 @@ type SyncStatus struct {
 // Health is the health of an Application or of one resource.
 type Health struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Status string `json:"status,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 }
 
 // OperationState is status.operationState.
 type OperationState struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Phase string `json:"phase,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	StartedAt string `json:"startedAt,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	FinishedAt string `json:"finishedAt,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 }
 
 // Condition is one of Argo CD's conditions of an Application.
 type Condition struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Type string `json:"type,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 }
 
 // ResourceStatus is one managed resource of an Application.
 type ResourceStatus struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Group string `json:"group,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Version string `json:"version,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Kind string `json:"kind,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 	// Status is the resource's sync status.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Status string `json:"status,omitempty"`
 	// +optional
 	Health *Health `json:"health,omitempty"`
 	// Images are the container images of the resource, from the tree.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
 	Images []string `json:"images,omitempty"`
 }
@@ -207,22 +254,30 @@ type ResourceStatus struct {
 // ResourceNode is a node of Argo CD's resource tree that is not a managed resource.
 type ResourceNode struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Group string `json:"group,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Version string `json:"version,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Kind string `json:"kind,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 	// ParentRefs are the node's owners in the tree.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	ParentRefs []ResourceRef `json:"parentRefs,omitempty"`
 	// +optional
 	Health *Health `json:"health,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
 	Images []string `json:"images,omitempty"`
 }
@@ -230,12 +285,16 @@ type ResourceNode struct {
 // ResourceRef names a resource of the tree.
 type ResourceRef struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Group string `json:"group,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Kind string `json:"kind,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 }
 
@@ -243,10 +302,13 @@ type ResourceRef struct {
 type Truncation struct {
 	Reason TruncationReason `json:"reason"`
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	ResourcesOmitted int32 `json:"resourcesOmitted,omitempty"`
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	NodesOmitted int32 `json:"nodesOmitted,omitempty"`
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	ConditionsOmitted int32 `json:"conditionsOmitted,omitempty"`
 	// MessagesShortened: messages were cut below their usual limit.
 	// +optional
