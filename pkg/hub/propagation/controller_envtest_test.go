@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -267,7 +268,7 @@ func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
 	g := f.G
 	cluster := f.createCluster("east", true)
 	f.Create(&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: "real", Namespace: f.Namespace}})
-	placementGVK := clusterv1beta1.SchemeGroupVersion.WithKind("Placement")
+	placementGVK := schema.GroupVersionKind{Group: clusterv1beta1.GroupName, Version: "v1beta1", Kind: "Placement"}
 	for _, owner := range []struct{ placement, uid string }{
 		{"ghost", "6f0c3f3e-0000-4000-8000-000000000001"}, // no such Placement
 		{"real", "6f0c3f3e-0000-4000-8000-000000000002"},  // its name, another UID
