@@ -105,9 +105,9 @@ type Options struct {
 	// default limit of 1.5 MiB per object, for what other writers may add (labels,
 	// annotations, their managedFields).
 	ReportBudgetBytes int64
-	// MaxStatusSlicesPerCluster bounds the ApplicationStatusSlices each cluster's agent
-	// may hold on the hub: a ResourceQuota in each cluster namespace (see
-	// addon.DefaultMaxStatusSlicesPerCluster).
+	// MaxStatusSlicesPerCluster, when above 0, bounds the ApplicationStatusSlices each
+	// cluster's agent may hold on the hub: a ResourceQuota in each cluster namespace
+	// (addon.RecommendedMaxStatusSlicesPerCluster); 0, the default, keeps none.
 	MaxStatusSlicesPerCluster int
 	// ProgressingHold is how long the status mirror keeps a Progressing written before
 	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
@@ -178,20 +178,19 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		// The name of the hub's own ManagedCluster on ACM hubs.
-		HubClusterName:            "local-cluster",
-		OptOutGracePeriod:         time.Hour,
-		ClusterSecrets:            true,
-		Concurrency:               16,
-		KubeAPIQPS:                DefaultKubeAPIQPS,
-		KubeAPIBurst:              DefaultKubeAPIBurst,
-		ReportWriteInterval:       time.Second,
-		ReportBudgetBytes:         1 << 20,
-		MaxStatusSlicesPerCluster: addon.DefaultMaxStatusSlicesPerCluster,
-		ProgressingHold:           time.Second,
-		AgentImage:                DefaultAgentImage,
-		AgentImagePullPolicy:      string(corev1.PullIfNotPresent),
-		AgentWatchNamespaces:      []string{"argocd"},
-		GracefulShutdown:          30 * time.Second,
+		HubClusterName:       "local-cluster",
+		OptOutGracePeriod:    time.Hour,
+		ClusterSecrets:       true,
+		Concurrency:          16,
+		KubeAPIQPS:           DefaultKubeAPIQPS,
+		KubeAPIBurst:         DefaultKubeAPIBurst,
+		ReportWriteInterval:  time.Second,
+		ReportBudgetBytes:    1 << 20,
+		ProgressingHold:      time.Second,
+		AgentImage:           DefaultAgentImage,
+		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
+		AgentWatchNamespaces: []string{"argocd"},
+		GracefulShutdown:     30 * time.Second,
 		ArgoCDRedis: resourcetree.RedisOptions{
 			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
 			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
@@ -228,8 +227,8 @@ func (o Options) Validate() error {
 	if o.ReportBudgetBytes < appsetreport.MinBudgetBytes {
 		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.ReportBudgetBytes, appsetreport.MinBudgetBytes))
 	}
-	if o.MaxStatusSlicesPerCluster < 1 {
-		errs = append(errs, fmt.Errorf("the status slices per cluster are %d; they must be at least 1", o.MaxStatusSlicesPerCluster))
+	if o.MaxStatusSlicesPerCluster < 0 {
+		errs = append(errs, fmt.Errorf("the status slices per cluster are %d; they must be 0 (no quota) or more", o.MaxStatusSlicesPerCluster))
 	}
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",

@@ -59,8 +59,8 @@ type Options struct {
 	// Recorder records a Warning Event on a ManagedClusterAddOn whose agent certificate
 	// request is not approved automatically (agentCSRApprover); nil records none.
 	Recorder events.EventRecorder
-	// MaxStatusSlicesPerCluster bounds the ApplicationStatusSlices of each cluster's
-	// agent (sliceQuota); 0 means DefaultMaxStatusSlicesPerCluster.
+	// MaxStatusSlicesPerCluster, when above 0, bounds the ApplicationStatusSlices of each
+	// cluster's agent with a ResourceQuota (sliceQuota); 0 keeps no quota.
 	MaxStatusSlicesPerCluster int
 }
 
@@ -91,7 +91,7 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 		opts.ArgoCDNamespace = argoapp.DefaultAppNamespace
 	}
 	if opts.MaxStatusSlicesPerCluster < 0 {
-		return nil, fmt.Errorf("the status slices per cluster are %d; they must be at least 1", opts.MaxStatusSlicesPerCluster)
+		return nil, fmt.Errorf("the status slices per cluster are %d; they must be 0 (no quota) or more", opts.MaxStatusSlicesPerCluster)
 	}
 	a := &AgentAddon{opts: opts, adcGetter: utils.NewAddOnDeploymentConfigGetter(addons), hubKube: hubKube,
 		csrApprover: newAgentCSRApprover(opts.Recorder)}
@@ -210,8 +210,10 @@ func (a *AgentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1
 	if a.hubRBAC.granted(role, binding, quota) {
 		return nil
 	}
-	if err := a.applySliceQuota(ctx, quota); err != nil {
-		return err
+	if quota != nil {
+		if err := a.applySliceQuota(ctx, quota); err != nil {
+			return err
+		}
 	}
 	if _, _, err := utils.ApplyRole(ctx, a.hubKube.RbacV1(), role); err != nil {
 		return fmt.Errorf("apply hub role for %s: %w", cluster.Name, err)
@@ -222,17 +224,9 @@ func (a *AgentAddon) grantHubPermissions(ctx context.Context, cluster *clusterv1
 	return nil
 }
 
-// maxStatusSlices is MaxStatusSlicesPerCluster, or its default.
-func (a *AgentAddon) maxStatusSlices() int {
-	if a.opts.MaxStatusSlicesPerCluster > 0 {
-		return a.opts.MaxStatusSlicesPerCluster
-	}
-	return DefaultMaxStatusSlicesPerCluster
-}
-
 // hubPermissions returns the agent's hub Role (HubRole) and RoleBinding in the
-// namespace of cluster, and the quota of its slices (sliceQuota), all owned by its
-// ManagedClusterAddOn.
+// namespace of cluster, and the quota of its slices (sliceQuota; nil without
+// MaxStatusSlicesPerCluster), all owned by its ManagedClusterAddOn.
 func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedClusterAddOn) (*rbacv1.Role, *rbacv1.RoleBinding, *corev1.ResourceQuota) {
 	role := HubRole(a.opts.AddonName)
 	role.Namespace = cluster
@@ -246,7 +240,10 @@ func (a *AgentAddon) hubPermissions(cluster string, addon *addonv1beta1.ManagedC
 		},
 	}
 	setAddonOwner(&binding.ObjectMeta, addon)
-	return role, binding, sliceQuota(a.opts.AddonName, cluster, a.maxStatusSlices(), addon)
+	if a.opts.MaxStatusSlicesPerCluster == 0 {
+		return role, binding, nil
+	}
+	return role, binding, sliceQuota(a.opts.AddonName, cluster, a.opts.MaxStatusSlicesPerCluster, addon)
 }
 
 // clusterAgentsGroup is the registration group of this addon's agents on one cluster.

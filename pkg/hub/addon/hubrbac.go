@@ -95,6 +95,9 @@ func (c *hubRBACCache) granted(role *rbacv1.Role, binding *rbacv1.RoleBinding, q
 		!equality.Semantic.DeepEqual(cachedBinding.RoleRef, binding.RoleRef) {
 		return false
 	}
+	if quota == nil {
+		return true
+	}
 	cachedQuota, err := c.quotas.ResourceQuotas(quota.Namespace).Get(quota.Name)
 	return err == nil && sameQuota(cachedQuota, quota)
 }

@@ -17,15 +17,19 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 )
 
-// DefaultMaxStatusSlicesPerCluster is how many ApplicationStatusSlices one cluster may
-// hold by default. The agent is sized for 500 apps (docs/design.md, section 8a.2), and
+// RecommendedMaxStatusSlicesPerCluster is the bound of ApplicationStatusSlices per
+// cluster that docs/operations.md recommends where the slice quota is on
+// (--max-status-slices-per-cluster; off by default: a quota created before
+// kube-controller-manager's resourcequota controller knows the slices' resource keeps
+// its status unknown, and refuses every new slice, until that controller's next full
+// resync, five minutes by default). The agent is sized for 500 apps (docs/design.md, section 8a.2), and
 // fills a slice to 96 KiB (clusterreport.SliceFillBytes): 500 apps of 20 resources with
 // their trees took 15 slices (docs/operations.md, Scale), about 33 apps a slice. Three
 // times that, 50, holds 500 apps of about 60 resources, or an app alone over 96 KiB in a
 // slice of its own among them, and bounds what one agent can store on the hub to 50
 // objects of at most etcd's object limit (docs/operations.md, "What one cluster can
 // store on the hub").
-const DefaultMaxStatusSlicesPerCluster = 50
+const RecommendedMaxStatusSlicesPerCluster = 50
 
 // SliceQuotaResource is the object count that the slice quota bounds:
 // count/<resource>.<group>, which the apiserver's ResourceQuota admission counts on each
