@@ -274,6 +274,8 @@ func runManager(t *testing.T, env *testenv.Env, objs []*unstructured.Unstructure
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "addon.open-cluster-management.io/v1beta1",
 			Kind: "ClusterManagementAddOn", Name: addonName, UID: cma.UID}},
 	}}))
+	// The hub Argo CD's default project lists team-a, so that its Applications may use it.
+	must(t, c.Create(ctx, testenv.AppProject(argocdNS, argoapp.DefaultProject, "team-a")))
 	_, err := testenv.CreatePlacementDecision(ctx, c, "team-a", "guestbook", 1, "cluster1")
 	must(t, err)
 	// The Application belongs to an ApplicationSet, so that the report controller writes
