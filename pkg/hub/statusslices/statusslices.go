@@ -73,31 +73,10 @@ type Location struct {
 
 // FindWithSlice is Find, and also returns where it found the app.
 func (r *Reader) FindWithSlice(cluster, workName string, hub types.NamespacedName) (*clusterreport.App, Location) {
-	list := &statusv1alpha1.ApplicationStatusSliceList{}
-	// Read-only: the cache's slices, not copies.
-	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
-		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, Location{}
-	}
-	var found *statusv1alpha1.AppStatus
-	var foundIn Location
-	for i := range list.Items {
-		s := &list.Items[i]
-		if r.check(cluster, s) != nil {
-			continue
-		}
-		for j := range s.Apps {
-			e := &s.Apps[j]
-			matches := (workName != "" && e.ManifestWork == workName) ||
-				(e.Hub != nil && e.Hub.Name != "" && e.Hub.Namespace == hub.Namespace && e.Hub.Name == hub.Name)
-			// An app in two slices (an agent that stopped between two writes): the one
-			// observed last.
-			if matches && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
-				found, foundIn = e, Location{Slice: s.Name, ResourceVersion: s.ResourceVersion, Digest: e.Digest}
-			}
-		}
-	}
-	r.forgetOthers(cluster, list.Items)
+	found, foundIn := r.latest(cluster, func(e *statusv1alpha1.AppStatus) bool {
+		return (workName != "" && e.ManifestWork == workName) ||
+			(e.Hub != nil && e.Hub.Name != "" && e.Hub.Namespace == hub.Namespace && e.Hub.Name == hub.Name)
+	})
 	if found == nil {
 		return nil, Location{}
 	}
@@ -116,28 +95,10 @@ type SpokeApplication struct {
 }
 
 // FindSpokeApplication returns what cluster's slices report of the Application
-// namespace/name on the cluster, and whether they report it: only an agent that watches
-// the namespace reports its Applications.
+// namespace/name on the cluster, and whether they report it: the agent reports the
+// Applications that came from a hub, in the namespaces it watches.
 func (r *Reader) FindSpokeApplication(cluster, namespace, name string) (SpokeApplication, bool) {
-	list := &statusv1alpha1.ApplicationStatusSliceList{}
-	// Read-only: the cache's slices, not copies.
-	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
-		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
-		return SpokeApplication{}, false
-	}
-	var found *statusv1alpha1.AppStatus
-	for i := range list.Items {
-		s := &list.Items[i]
-		if r.check(cluster, s) != nil {
-			continue
-		}
-		for j := range s.Apps {
-			e := &s.Apps[j]
-			if e.Namespace == namespace && e.Name == name && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
-				found = e
-			}
-		}
-	}
+	found, _ := r.latest(cluster, func(e *statusv1alpha1.AppStatus) bool { return e.Namespace == namespace && e.Name == name })
 	if found == nil {
 		return SpokeApplication{}, false
 	}
@@ -146,6 +107,34 @@ func (r *Reader) FindSpokeApplication(cluster, namespace, name string) (SpokeApp
 		app.Hub = &types.NamespacedName{Namespace: found.Hub.Namespace, Name: found.Hub.Name}
 	}
 	return app, true
+}
+
+// latest returns the entry of cluster's valid slices that matches, and where it is; of
+// an app in two slices (an agent that stopped between two writes), the one observed
+// last. Nil when none matches, or the slices cannot be read. The entry is the cache's:
+// read-only.
+func (r *Reader) latest(cluster string, matches func(*statusv1alpha1.AppStatus) bool) (*statusv1alpha1.AppStatus, Location) {
+	list := &statusv1alpha1.ApplicationStatusSliceList{}
+	// Read-only: the cache's slices, not copies.
+	if err := r.client.List(context.Background(), list, client.InNamespace(cluster),
+		client.MatchingLabels{statusv1alpha1.LabelAddon: r.addonName}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, Location{}
+	}
+	var found *statusv1alpha1.AppStatus
+	var foundIn Location
+	for i := range list.Items {
+		s := &list.Items[i]
+		if r.check(cluster, s) != nil {
+			continue
+		}
+		for j := range s.Apps {
+			if e := &s.Apps[j]; matches(e) && (found == nil || e.ObservedAt.After(found.ObservedAt.Time)) {
+				found, foundIn = e, Location{Slice: s.Name, ResourceVersion: s.ResourceVersion, Digest: e.Digest}
+			}
+		}
+	}
+	r.forgetOthers(cluster, list.Items)
+	return found, foundIn
 }
 
 // check returns the error of DecodeSlices for slice s of cluster, computed once per
