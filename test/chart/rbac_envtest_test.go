@@ -53,24 +53,7 @@ var (
 func TestRBACAgainstAPIServer(t *testing.T) {
 	paths(t) // skips without bin/helm
 	objs := render(t, "createNamespace=true")
-	env := testenv.Start(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	for _, ns := range []string{argocdNS, "cluster1", "team-a", "other"} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	applier, err := fleet.NewApplier(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applier.Apply(ctx, namespace, objs...); err != nil {
-		t.Fatalf("apply the rendered chart: %v", err)
-	}
-	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
-		t.Fatal(err)
-	}
+	env, kube := installChart(t, objs)
 
 	t.Run("every needed permission is granted", func(t *testing.T) {
 		for _, p := range needed {
@@ -147,24 +130,8 @@ func TestRBACAgainstAPIServer(t *testing.T) {
 func TestRBACWithoutClusterSecrets(t *testing.T) {
 	paths(t) // skips without bin/helm
 	objs := render(t, "createNamespace=true", "manager.clusterSecrets=false")
-	env := testenv.Start(t)
+	env, kube := installChart(t, objs)
 	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	for _, ns := range []string{argocdNS, "cluster1", "team-a", "other"} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	applier, err := fleet.NewApplier(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applier.Apply(ctx, namespace, objs...); err != nil {
-		t.Fatalf("apply the rendered chart: %v", err)
-	}
-	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{redisPasswordSecret, "argocd-secret"} {
 		_, err := kube.CoreV1().Secrets(argocdNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Data: map[string][]byte{"auth": []byte("s3cret")}}, metav1.CreateOptions{})
@@ -184,7 +151,7 @@ func TestRBACWithoutClusterSecrets(t *testing.T) {
 			t.Errorf("the manager may %s: %v, want forbidden", what, err)
 		}
 	}
-	_, err = secrets.Get(ctx, "argocd-secret", metav1.GetOptions{})
+	_, err := secrets.Get(ctx, "argocd-secret", metav1.GetOptions{})
 	forbidden("get argocd-secret", err)
 	_, err = secrets.List(ctx, metav1.ListOptions{})
 	forbidden("list the Secrets of the Argo CD namespace", err)
@@ -520,4 +487,29 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// installChart starts an apiserver with the namespaces the RBAC tests use, and applies
+// the rendered chart objs to it, CRDs served.
+func installChart(t *testing.T, objs []*unstructured.Unstructured) (*testenv.Env, kubernetes.Interface) {
+	t.Helper()
+	env := testenv.Start(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	for _, ns := range []string{argocdNS, "cluster1", "team-a", "other"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applier, err := fleet.NewApplier(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.Apply(ctx, namespace, objs...); err != nil {
+		t.Fatalf("apply the rendered chart: %v", err)
+	}
+	if err := applier.WaitForCRDs(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+	return env, kube
 }
