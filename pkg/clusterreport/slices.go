@@ -178,6 +178,21 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	return e
 }
 
+// SpokeLocalEntry returns the status-channel entry of an Application that no hub
+// pulled (made on the managed cluster): its identity alone. The hub reads from it that
+// the name is taken on the cluster (statusslices.Reader.FindSpokeApplication); nothing
+// of its spec or status leaves the cluster.
+func SpokeLocalEntry(namespace, name string, observedAt time.Time) statusv1alpha1.AppStatus {
+	return statusv1alpha1.AppStatus{Namespace: namespace, Name: name, ObservedAt: metav1.NewTime(observedAt.UTC().Truncate(time.Second))}
+}
+
+// IsSpokeLocalEntry reports whether an entry is a SpokeLocalEntry: no tree source (every
+// entry of an app from the hub has one), and no hub Application, ApplicationSet or
+// ManifestWork.
+func IsSpokeLocalEntry(e statusv1alpha1.AppStatus) bool {
+	return e.TreeSource == "" && e.Hub == nil && e.ApplicationSet == "" && e.ManifestWork == ""
+}
+
 // compareConditions orders conditions errors first, then by type and message.
 func compareConditions(a, b argoapp.Condition) int {
 	if ea, eb := IsErrorCondition(a.Type), IsErrorCondition(b.Type); ea != eb {

@@ -223,16 +223,17 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 	now := time.Now()
 	f.createApp("steady", status{sync: "Synced", health: "Healthy", revision: "abc", resources: 3, reconciledAt: now}.object())
 	f.createApp("other", status{sync: "OutOfSync", health: "Degraded", conditions: [][2]string{{"ComparisonError", "boom"}}}.object())
+	f.createApp("local", status{sync: "Synced", health: "Healthy"}.object(), notFromHub)
 	f.eventuallyApp("other", func(gomega.Gomega, clusterreport.App) {})
-	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveLen(2)) }).Should(gomega.Succeed())
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveLen(3)) }).Should(gomega.Succeed())
 	before := f.settle()
 	published := f.addon().Status.Conditions
 	slicesBefore := f.sliceWrites.Load()
 	f.g.Expect(slicesBefore).To(gomega.BeNumerically(">", 0), "the status slices were never written")
 
-	// Changes that do not change the report: an app not from the hub, Argo CD's next
-	// reconcile, an annotation.
-	f.createApp("local", status{sync: "Synced", health: "Healthy"}.object(), notFromHub)
+	// Changes that do not change the report: the status of an app not from the hub, Argo
+	// CD's next reconcile, an annotation.
+	f.setStatus("local", status{sync: "OutOfSync", health: "Degraded"}.object())
 	f.setStatus("steady", status{sync: "Synced", health: "Healthy", revision: "abc", resources: 3, reconciledAt: now.Add(time.Second)}.object())
 	f.updateApp("steady", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"touched": "yes"}) })
 	f.g.Consistently(f.statusWrites.Load).WithTimeout(3 * time.Second).Should(gomega.Equal(before))

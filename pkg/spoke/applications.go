@@ -208,9 +208,9 @@ func (a *agent) startApplicationInformers(ctx context.Context) {
 			a.log.Error(err, "set the Application informer transform", "namespace", ns)
 		}
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { a.onApplication(obj) },
+			AddFunc:    func(obj any) { a.onApplicationIdentity(obj) },
 			UpdateFunc: func(old, obj any) { a.onApplication(old, obj) },
-			DeleteFunc: func(obj any) { a.onApplication(obj) },
+			DeleteFunc: func(obj any) { a.onApplicationIdentity(obj) },
 		}); err != nil {
 			a.log.Error(err, "watch Applications", "namespace", ns)
 		}
@@ -226,7 +226,24 @@ func (a *agent) startApplicationInformers(ctx context.Context) {
 	})
 }
 
-// onApplication asks for a publish when one of the objects came from the hub.
+// onApplicationIdentity asks for a publish when an Application is created or deleted:
+// one that no hub pulled is reported by its identity (spokeLocalApplications), so only
+// its arrival and its going change the report.
+func (a *agent) onApplicationIdentity(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if l, ok := obj.(*localApplication); ok {
+		if l.fromHub {
+			a.trees.invalidate(clusterreport.AppKey(l.Namespace, l.Name))
+		}
+		a.enqueue()
+	}
+}
+
+// onApplication asks for a publish when one of the objects came from the hub: a change
+// of an Application made on the cluster (its status, say) changes nothing the agent
+// reports, and one taken over by a hub Application came from the hub after the change.
 func (a *agent) onApplication(objs ...any) {
 	for _, obj := range objs {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {

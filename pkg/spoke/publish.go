@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -71,6 +72,7 @@ func (a *agent) publish(ctx context.Context) error {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	apps := a.observeApplications(state)
+	spokeLocal := a.spokeLocalApplications(state)
 
 	hub, err := a.currentHub(ctx)
 	if err != nil {
@@ -87,7 +89,7 @@ func (a *agent) publish(ctx context.Context) error {
 	var writes sliceWrites
 	var slicesErr error
 	if inSlices {
-		writes, slicesErr = a.publishSlices(ctx, apps, a.hubSnapshot().object, now)
+		writes, slicesErr = a.publishSlices(ctx, apps, spokeLocal, a.hubSnapshot().object, now)
 		if slicesErr != nil && slices.ContainsFunc(hub.conditions, func(c metav1.Condition) bool { return clusterreport.IsAppCondition(c.Type) }) {
 			// The report still carries the apps: it keeps them until the slices do.
 			return slicesErr
@@ -149,6 +151,25 @@ func (a *agent) observeApplications(state crdState) []observedApp {
 	}
 	slices.SortFunc(apps, func(x, y observedApp) int { return strings.Compare(x.report.Key(), y.report.Key()) })
 	return apps
+}
+
+// spokeLocalApplications returns the namespace and name of each local Application that
+// no hub pulled, sorted, or none when the cluster does not serve the
+// Application API.
+func (a *agent) spokeLocalApplications(state crdState) []types.NamespacedName {
+	if state != crdPresent {
+		return nil
+	}
+	var out []types.NamespacedName
+	for _, informer := range a.appInformers {
+		for _, obj := range informer.GetStore().List() {
+			if l, ok := obj.(*localApplication); ok && !l.fromHub {
+				out = append(out, types.NamespacedName{Namespace: l.Namespace, Name: l.Name})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
+	return out
 }
 
 // currentHub returns the known state of the ManagedClusterAddOn, reading it from the

@@ -261,3 +261,42 @@ func TestStatusSlicesSelfHeal(t *testing.T) {
 	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveKey("web")) }).Should(gomega.Succeed())
 	f.g.Expect(strings.HasPrefix(f.slicesOnHub()[0].Name, testAddonName+"-")).To(gomega.BeTrue())
 }
+
+// TestSpokeLocalApplicationsByIdentity: an Application made on the managed cluster is in
+// the slices by its identity alone, so that the hub pulls no other Application over it
+// (statusslices.Reader.FindSpokeApplication); its status changes write nothing; taken
+// over by a hub Application, it is reported in full; gone, its entry goes.
+func TestSpokeLocalApplicationsByIdentity(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.createApp("web", status{sync: "Synced", health: "Healthy", resources: 3}.object())
+	f.createApp("hand-made", status{sync: "Synced", health: "Healthy", resources: 3,
+		conditions: [][2]string{{"SyncError", "a secret of the cluster's team"}}}.object(), notFromHub)
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveKey("hand-made")) }).Should(gomega.Succeed())
+	local := f.entries(f.g)["hand-made"]
+	f.g.Expect(clusterreport.IsSpokeLocalEntry(local)).To(gomega.BeTrue())
+	f.g.Expect(local).To(gomega.Equal(statusv1alpha1.AppStatus{Namespace: f.appNS, Name: "hand-made", ObservedAt: local.ObservedAt}),
+		"nothing but its identity leaves the cluster")
+	f.g.Expect(clusterreport.IsSpokeLocalEntry(f.entries(f.g)["web"])).To(gomega.BeFalse())
+	f.settle()
+
+	before := f.sliceWrites.Load()
+	f.setStatus("hand-made", status{sync: "OutOfSync", health: "Degraded"}.object())
+	f.g.Consistently(f.sliceWrites.Load).WithTimeout(2 * time.Second).Should(gomega.Equal(before))
+
+	// A restarted agent finds the entry on the hub as it would write it.
+	f.stopAgent()
+	f.startAgent()
+	f.g.Consistently(f.sliceWrites.Load).WithTimeout(2 * time.Second).Should(gomega.Equal(before))
+
+	f.updateApp("hand-made", fromApplicationSet("argocd/fleet"))
+	f.g.Eventually(func(g gomega.Gomega) {
+		e := f.entries(g)["hand-made"]
+		g.Expect(clusterreport.IsSpokeLocalEntry(e)).To(gomega.BeFalse())
+		g.Expect(e.Sync.Status).To(gomega.Equal("OutOfSync"))
+	}).Should(gomega.Succeed())
+
+	f.createApp("hand-made-2", status{sync: "Synced", health: "Healthy"}.object(), notFromHub)
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveKey("hand-made-2")) }).Should(gomega.Succeed())
+	f.deleteApp("hand-made-2")
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).NotTo(gomega.HaveKey("hand-made-2")) }).Should(gomega.Succeed())
+}

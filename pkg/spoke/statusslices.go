@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -226,6 +227,9 @@ type sliceWrites struct {
 // entryState is an app's entry as last built: it is built again only when the app or
 // its tree changed.
 type entryState struct {
+	// spokeLocal marks the entry of an Application that no hub pulled
+	// (clusterreport.SpokeLocalEntry): built once, as its identity never changes.
+	spokeLocal         bool
 	appResourceVersion string
 	treeReadAt         time.Time
 	entry              statusv1alpha1.AppStatus
@@ -233,10 +237,11 @@ type entryState struct {
 	digest             [sha256.Size]byte
 }
 
-// publishSlices writes the slices of apps, each only when it differs from the hub's, and
-// deletes the agent's slices that hold no app any more. addon owns the slices. Only the
-// entries of apps that changed are built again, and slices are compared by digests.
-func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon corev1.ObjectReference, now time.Time) (sliceWrites, error) {
+// publishSlices writes the slices of apps, and of the Applications no hub pulled
+// (spokeLocal, by identity alone), each only when it differs from the hub's, and deletes
+// the agent's slices that hold no app any more. addon owns the slices. Only the entries
+// of apps that changed are built again, and slices are compared by digests.
+func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLocal []types.NamespacedName, addon corev1.ObjectReference, now time.Time) (sliceWrites, error) {
 	var done sliceWrites
 	if !a.slices.informer.HasSynced() {
 		// Without the hub's slices the agent would create duplicates. A hub without the
@@ -263,14 +268,14 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 		byName[s.Name] = s
 	}
 
-	entries := make([]statusv1alpha1.AppStatus, 0, len(apps))
-	sizes := make(map[string]int, len(apps))
-	current := make(map[string]entryState, len(apps))
+	entries := make([]statusv1alpha1.AppStatus, 0, len(apps)+len(spokeLocal))
+	sizes := make(map[string]int, len(apps)+len(spokeLocal))
+	current := make(map[string]entryState, len(apps)+len(spokeLocal))
 	for _, app := range apps {
 		key := app.report.Key()
 		state, ok := p.entries[key]
 		readAt, fresh := a.trees.fresh(app)
-		if !ok || !fresh || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
+		if !ok || state.spokeLocal || !fresh || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
 			var tree clusterreport.Tree
 			tree, readAt = a.trees.read(ctx, app)
 			report := app.report
@@ -286,6 +291,21 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, addon cor
 				entry.ObservedAt = h.observedAt
 			}
 			state = entryState{appResourceVersion: app.resourceVersion, treeReadAt: readAt, entry: entry, size: size, digest: digest}
+		}
+		current[key] = state
+		entries = append(entries, state.entry)
+		sizes[key] = state.size
+	}
+	for _, id := range spokeLocal {
+		key := clusterreport.AppKey(id.Namespace, id.Name)
+		state, ok := p.entries[key]
+		if !ok || !state.spokeLocal {
+			entry := clusterreport.SpokeLocalEntry(id.Namespace, id.Name, now)
+			size, digest := clusterreport.EntryDigest(entry)
+			if h, onHub := onHubByKey[key]; onHub && h.digest == digest {
+				entry.ObservedAt = h.observedAt
+			}
+			state = entryState{spokeLocal: true, entry: entry, size: size, digest: digest}
 		}
 		current[key] = state
 		entries = append(entries, state.entry)

@@ -397,14 +397,17 @@ func (f *fixture) report() clusterreport.Report {
 	return report
 }
 
-// sliceApps returns the apps of the agent's status slices on the hub, as the hub reads
-// them (statusslices.AppOf), sorted; decoding errors fail the test.
+// sliceApps returns the apps from the hub of the agent's status slices on the hub, as
+// the hub reads them (statusslices.AppOf), sorted; decoding errors fail the test.
 func (f *fixture) sliceApps() []clusterreport.App {
 	f.t.Helper()
 	entries, err := clusterreport.DecodeSlices(f.slicesOnHub())
 	f.g.Expect(err).NotTo(gomega.HaveOccurred())
 	var apps []clusterreport.App
 	for _, e := range entries {
+		if clusterreport.IsSpokeLocalEntry(e) {
+			continue
+		}
 		apps = append(apps, statusslices.AppOf(e))
 	}
 	slices.SortFunc(apps, func(a, b clusterreport.App) int { return strings.Compare(a.Key(), b.Key()) })

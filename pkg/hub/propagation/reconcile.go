@@ -388,9 +388,9 @@ const spokeApplicationRecheck = 30 * time.Second
 // cluster would take over an Application there that this one did not pull: the work
 // agent's forced server-side apply would replace it silently, and the work's deletion
 // would delete it. The cluster's agent reports the Applications that came from a hub,
-// with the hub Application each points back to; one it does not report (made on the
-// cluster by hand) is not known here. An Application that already has a work on the
-// cluster, or opts in with AnnotationAdoptSpokeApplication, is not checked.
+// with the hub Application each points back to, and those made on the cluster by
+// identity alone (clusterreport.SpokeLocalEntry). An Application that already has a work
+// on the cluster, or opts in with AnnotationAdoptSpokeApplication, is not checked.
 func (r *reconciler) notPulledSpokeApplication(app *unstructured.Unstructured, cluster string, works []workv1.ManifestWork) *problem {
 	if r.reports == nil || slices.ContainsFunc(works, func(w workv1.ManifestWork) bool { return w.Namespace == cluster }) {
 		return nil

@@ -254,10 +254,10 @@ func TestEnvtestTenancyRules(t *testing.T) {
 }
 
 // An Application that the managed cluster already has, and that its agent reports as
-// another hub Application's (its work gone), is never taken over silently: the hub
-// Application of its name is refused until it opts in to adopt it. One that the same hub
-// Application pulled before (its work gone, as after an uninstall that orphaned it) is
-// its own.
+// another hub Application's (its work gone) or as made on the cluster (by identity
+// alone), is never taken over silently: the hub Application of its name is refused until
+// it opts in to adopt it. One that the same hub Application pulled before (its work
+// gone, as after an uninstall that orphaned it) is its own.
 func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -272,7 +272,12 @@ func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 	g.Expect(f.C.Create(f.Ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{
 		reported("local", &statusv1alpha1.ObjectRef{Namespace: "another-team", Name: "local"}),
 		reported("orphaned", &statusv1alpha1.ObjectRef{Namespace: f.Namespace, Name: "orphaned"}),
+		clusterreport.SpokeLocalEntry(f.Namespace, "hand-made", time.Now()),
 	}}))).To(gomega.Succeed())
+
+	f.Create(f.Application("hand-made", cluster))
+	f.ExpectPropagationError("hand-made", ReasonSpokeApplicationNotPulled, cluster, "no hub Application pulled it")
+	g.Consistently(func() []string { return f.WorkKeys("hand-made") }).Should(gomega.BeEmpty())
 
 	f.Create(f.Application("local", cluster))
 	f.ExpectPropagationError("local", ReasonSpokeApplicationNotPulled, cluster, argoapp.AnnotationAdoptSpokeApplication)

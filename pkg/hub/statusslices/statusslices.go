@@ -95,8 +95,9 @@ type SpokeApplication struct {
 }
 
 // FindSpokeApplication returns what cluster's slices report of the Application
-// namespace/name on the cluster, and whether they report it: the agent reports the
-// Applications that came from a hub, in the namespaces it watches.
+// namespace/name on the cluster, and whether they report it: the agent reports every
+// Application in the namespaces it watches, those made on the cluster by identity alone
+// (clusterreport.SpokeLocalEntry).
 func (r *Reader) FindSpokeApplication(cluster, namespace, name string) (SpokeApplication, bool) {
 	found, _ := r.latest(cluster, func(e *statusv1alpha1.AppStatus) bool { return e.Namespace == namespace && e.Name == name })
 	if found == nil {

@@ -78,7 +78,9 @@ type ApplicationStatusSlice struct {
 	Apps []AppStatus `json:"apps,omitempty"`
 }
 
-// AppStatus is the status of one Application on the managed cluster.
+// AppStatus is the status of one Application on the managed cluster. An Application
+// that no hub pulled (made on the cluster) is reported by its identity and observedAt
+// alone, so that the hub never pulls another Application over it.
 type AppStatus struct {
 	// Namespace and Name identify the Application on the managed cluster.
 	// +kubebuilder:validation:MinLength=1
