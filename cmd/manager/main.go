@@ -60,7 +60,7 @@ func main() {
 	flag.Int64Var(&opts.ReportBudgetBytes, "report-budget-bytes", opts.ReportBudgetBytes,
 		"the most bytes one MulticlusterApplicationSetReport may take as JSON, metadata included; a report over it loses detail (its counts stay exact) and says so in statuses.summary.truncated")
 	flag.IntVar(&opts.MaxStatusSlicesPerCluster, "max-status-slices-per-cluster", opts.MaxStatusSlicesPerCluster,
-		"when above 0, the most ApplicationStatusSlices one cluster's agent may hold on the hub (a ResourceQuota in its cluster namespace; docs/operations.md); 0 keeps none")
+		"the most ApplicationStatusSlices one cluster's agent may hold on the hub (a ResourceQuota in its cluster namespace; docs/operations.md); 0 keeps no quota, and no bound")
 	var compression string
 	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr,
 		`host:port of the hub Argo CD's Redis, where the manager writes the pulled apps' resource trees for Argo CD's UI and API; empty means argocd-redis.<argocd-namespace>.svc:6379, "`+hub.ResourceTreesDisabled+`" writes none`)

@@ -107,7 +107,7 @@ type Options struct {
 	ReportBudgetBytes int64
 	// MaxStatusSlicesPerCluster, when above 0, bounds the ApplicationStatusSlices each
 	// cluster's agent may hold on the hub: a ResourceQuota in each cluster namespace
-	// (addon.RecommendedMaxStatusSlicesPerCluster); 0, the default, keeps none.
+	// (addon.RecommendedMaxStatusSlicesPerCluster by default); 0 keeps none.
 	MaxStatusSlicesPerCluster int
 	// ProgressingHold is how long the status mirror keeps a Progressing written before
 	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
@@ -178,19 +178,21 @@ func DefaultOptions() Options {
 		ArgoCDNamespace:         "argocd",
 		RequirePlacementBinding: true,
 		// The name of the hub's own ManagedCluster on ACM hubs.
-		HubClusterName:       "local-cluster",
-		OptOutGracePeriod:    time.Hour,
-		ClusterSecrets:       true,
-		Concurrency:          16,
-		KubeAPIQPS:           DefaultKubeAPIQPS,
-		KubeAPIBurst:         DefaultKubeAPIBurst,
-		ReportWriteInterval:  time.Second,
-		ReportBudgetBytes:    1 << 20,
-		ProgressingHold:      time.Second,
-		AgentImage:           DefaultAgentImage,
-		AgentImagePullPolicy: string(corev1.PullIfNotPresent),
-		AgentWatchNamespaces: []string{"argocd"},
-		GracefulShutdown:     30 * time.Second,
+		HubClusterName:      "local-cluster",
+		OptOutGracePeriod:   time.Hour,
+		ClusterSecrets:      true,
+		Concurrency:         16,
+		KubeAPIQPS:          DefaultKubeAPIQPS,
+		KubeAPIBurst:        DefaultKubeAPIBurst,
+		ReportWriteInterval: time.Second,
+		ReportBudgetBytes:   1 << 20,
+		// What one cluster may store on the hub: docs/operations.md.
+		MaxStatusSlicesPerCluster: addon.RecommendedMaxStatusSlicesPerCluster,
+		ProgressingHold:           time.Second,
+		AgentImage:                DefaultAgentImage,
+		AgentImagePullPolicy:      string(corev1.PullIfNotPresent),
+		AgentWatchNamespaces:      []string{"argocd"},
+		GracefulShutdown:          30 * time.Second,
 		ArgoCDRedis: resourcetree.RedisOptions{
 			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
 			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,

@@ -78,7 +78,7 @@ var needed = slices.Concat(
 	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", "", "the agent's hub RoleBinding", "create"),
 	perms(cluster, "rbac.authorization.k8s.io", "rolebindings", agentRole, "the agent's hub RoleBinding (and its cache, by name)", "get", "list", "watch", "update"),
 	perms(cluster, "", "resourcequotas", "", "the agent's status slice quota (grantHubPermissions)", "create"),
-	perms(cluster, "", "resourcequotas", addonName+"-status-slices", "the agent's status slice quota (and its cache, by name)", "get", "list", "watch", "update"),
+	perms(cluster, "", "resourcequotas", addonName+"-status-slices", "the agent's status slice quota (and its cache, by name; sliceQuotaRepair re-creates it)", "get", "list", "watch", "update", "delete"),
 	perms(cluster, "", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "events.k8s.io", "events", "", "Events of every controller", "create", "patch"),
 	perms(cluster, "apps.open-cluster-management.io", "multiclusterapplicationsetreports", "", "report controller", "get", "list", "watch", "create", "patch", "delete"),

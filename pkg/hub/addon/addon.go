@@ -74,6 +74,8 @@ type AgentAddon struct {
 	hubRBAC *hubRBACCache
 	// csrApprover approves the agents' certificate requests.
 	csrApprover *agentCSRApprover
+	// quotaRepair re-creates slice quotas that refuse every slice; nil without quotas.
+	quotaRepair *sliceQuotaRepair
 }
 
 var _ agent.AgentAddon = &AgentAddon{}
@@ -101,6 +103,11 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 			return nil, err
 		}
 		a.hubRBAC = rbac
+		if opts.MaxStatusSlicesPerCluster > 0 {
+			if a.quotaRepair, err = newSliceQuotaRepair(hubKube, rbac.quotaInformer, rbac.quotas, sliceQuotaRepairAfter); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return a, nil
 }
@@ -110,6 +117,9 @@ func NewAgentAddon(opts Options, hubKube kubernetes.Interface, addons addonclien
 func (a *AgentAddon) Start(ctx context.Context) {
 	if a.hubRBAC != nil {
 		a.hubRBAC.start(ctx)
+	}
+	if a.quotaRepair != nil {
+		go a.quotaRepair.run(ctx)
 	}
 }
 

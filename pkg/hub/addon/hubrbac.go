@@ -30,7 +30,9 @@ type hubRBACCache struct {
 	roles     rbaclisters.RoleLister
 	bindings  rbaclisters.RoleBindingLister
 	quotas    corelisters.ResourceQuotaLister
-	synced    []cache.InformerSynced
+	// quotaInformer is the informer of quotas, for sliceQuotaRepair.
+	quotaInformer cache.SharedIndexInformer
+	synced        []cache.InformerSynced
 }
 
 func newHubRBACCache(kube kubernetes.Interface, name, quotaName string) (*hubRBACCache, error) {
@@ -43,7 +45,7 @@ func newHubRBACCache(kube kubernetes.Interface, name, quotaName string) (*hubRBA
 	quotaFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, byName(quotaName))
 	roles, bindings, quotas := factory.Rbac().V1().Roles(), factory.Rbac().V1().RoleBindings(), quotaFactory.Core().V1().ResourceQuotas()
 	c := &hubRBACCache{factories: []kubeinformers.SharedInformerFactory{factory, quotaFactory},
-		roles: roles.Lister(), bindings: bindings.Lister(), quotas: quotas.Lister()}
+		roles: roles.Lister(), bindings: bindings.Lister(), quotas: quotas.Lister(), quotaInformer: quotas.Informer()}
 	for _, informer := range []cache.SharedIndexInformer{roles.Informer(), bindings.Informer(), quotas.Informer()} {
 		if err := informer.SetTransform(stripHubRBAC); err != nil {
 			return nil, fmt.Errorf("transform the agents' hub RBAC: %w", err)

@@ -43,7 +43,7 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, ResourceNames: []string{name}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, ResourceNames: []string{SliceQuotaName(addonName)}, Verbs: []string{"get", "list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, ResourceNames: []string{SliceQuotaName(addonName)}, Verbs: []string{"get", "list", "watch", "update", "delete"}},
 	}, role.Rules...)}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, managerRole, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
