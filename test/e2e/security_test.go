@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,7 @@ import (
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
@@ -258,6 +260,20 @@ var _ = Describe("A tenant's pulled Application", Ordered, func() {
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
 			return applier.DecidedClusters(ctx, tenant, placement)
 		}).Should(ContainElement(target.Name), "the tenant's namespace is bound to %s", target.Name)
+		// The tenant's own project, which lists its namespace.
+		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fmt.Appendf(nil, `
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  sourceNamespaces: [%[1]s]
+  sourceRepos: ['*']
+  destinations: [{server: '*', namespace: 'tenant-security-*'}]
+`, tenant, fleet.ArgoCDNamespace))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			err := hubDyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, tenant, metav1.DeleteOptions{})
+			Expect(ignoreNotFound(err)).To(Succeed())
+		})
 	})
 
 	refused := func(ctx context.Context, name, reason string) { c.expectRefused(ctx, tenant, name, reason) }
@@ -269,33 +285,67 @@ var _ = Describe("A tenant's pulled Application", Ordered, func() {
 		refused(ctx, "tenant-default", propagation.ReasonAppProjectNotPermitted)
 	})
 
-	It("with inline manifests in its operation gets no work, and nothing lands on the cluster", func(ctx SpecContext) {
-		project := fmt.Appendf(nil, `
-apiVersion: argoproj.io/v1alpha1
-kind: AppProject
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  sourceNamespaces: [%[1]s]
-  sourceRepos: ['*']
-  destinations: [{server: '*', namespace: 'tenant-security-*'}]
-`, tenant, fleet.ArgoCDNamespace)
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, project)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, tenant, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
-		app := pulledApp(tenant, "tenant-inline", target.Name, "tenant-security-apps", false)
+	// tenantApp is a pulled app of the tenant's namespace, on the tenant's own project.
+	tenantApp := func(name string) *unstructured.Unstructured {
+		app := pulledApp(tenant, name, target.Name, "tenant-security-apps", false)
 		app.Object["spec"].(map[string]any)["project"] = tenant
+		return app
+	}
+
+	It("with inline manifests in its operation gets no work, and nothing lands on the cluster", func(ctx SpecContext) {
+		app := tenantApp("tenant-inline")
 		app.Object["operation"] = map[string]any{"sync": map[string]any{"manifests": []any{
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: injected, namespace: kube-system}\ndata: {from: tenant}",
 		}}}
-		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(tenant).Create(ctx, app, metav1.CreateOptions{})
+		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(tenant).Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		refused(ctx, "tenant-inline", propagation.ReasonOverrideNotPermitted)
 		_, err = target.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "injected", metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no inline manifest reached %s: %v", target.Name, err)
+	})
+
+	It("named as an Application made on the cluster gets no work, and that one is left as it is", func(ctx SpecContext) {
+		const name, handMadeDestination = "hand-made", "hand-made-apps"
+		spoke, err := dynamic.NewForConfig(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+		spokeApps := spoke.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
+		handMade := fleet.GuestbookApplication(name, theFleet.Git.URL())
+		handMade.SetNamespace(fleet.ArgoCDNamespace)
+		Expect(unstructured.SetNestedField(handMade.Object, handMadeDestination, "spec", "destination", "namespace")).To(Succeed())
+		unstructured.RemoveNestedField(handMade.Object, "spec", "syncPolicy", "automated")
+		_, err = spokeApps.Create(ctx, handMade, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { Expect(ignoreNotFound(spokeApps.Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed()) })
+		// The cluster's agent reports it by its name alone.
+		eventually(ctx, func(ctx context.Context) (bool, error) {
+			list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, u := range list.Items {
+				s := &statusv1alpha1.ApplicationStatusSlice{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+					return false, err
+				}
+				for _, e := range s.Apps {
+					if e.Namespace == fleet.ArgoCDNamespace && e.Name == name {
+						return clusterreport.IsSpokeLocalEntry(e) && e.Sync.Status == "" && e.Health == nil && e.Resources == nil, nil
+					}
+				}
+			}
+			return false, nil
+		}).Should(BeTrue(), "%s's slices report the hand-made Application by its identity alone", target.Name)
+
+		c.createApp(ctx, tenantApp(name))
+		refused(ctx, name, propagation.ReasonSpokeApplicationNotPulled)
+		Consistently(ctx, func(ctx context.Context) (string, error) {
+			app, err := spokeApps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			destination, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
+			return destination, nil
+		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Equal(handMadeDestination), "the hand-made Application on %s keeps its spec", target.Name)
 	})
 })
 
@@ -383,6 +433,46 @@ var _ = Describe("A managed cluster's agent, as its hub identity", Ordered, func
 		rssAfter := rssOf(theFleet.PodPids()[managerPod])
 		fmt.Fprintf(GinkgoWriter, "manager RSS %d MiB before, %d MiB after\n", rssBefore>>20, rssAfter>>20)
 		Expect(rssAfter-rssBefore).To(BeNumerically("<", 64<<20), "the manager's RSS grew by less than 64 MiB")
+	})
+
+	It("cannot hold more slices than its cluster's quota", func(ctx SpecContext) {
+		slices := asAgent.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name)
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(slices.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e-bulk=true"})).To(Succeed())
+		})
+		// Created as fast as the agent's identity can: the quota's usage, which the
+		// apiserver's admission counts up and kube-controller-manager recounts from its
+		// watch, may lag a burst by a few slices.
+		const slack = 5
+		var refusal error
+		for i := 0; refusal == nil && i < 2*addon.RecommendedMaxStatusSlicesPerCluster; i++ {
+			slice := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": statusv1alpha1.GroupVersion.String(), "kind": statusv1alpha1.Kind,
+				"metadata":      map[string]any{"name": fmt.Sprintf("bulk-%d", i), "labels": map[string]any{statusv1alpha1.LabelAddon: addonName, "e2e-bulk": "true"}},
+				"formatVersion": int64(1), "appCount": int64(1),
+				"apps": []any{map[string]any{"namespace": "argocd", "name": fmt.Sprintf("bulk-%d", i), "observedAt": "2026-01-01T00:00:00Z"}},
+			}}
+			_, refusal = slices.Create(ctx, slice, metav1.CreateOptions{})
+		}
+		Expect(refusal).To(HaveOccurred(), "the hub took %d slices of %s", 2*addon.RecommendedMaxStatusSlicesPerCluster, target.Name)
+		Expect(apierrors.IsForbidden(refusal) && strings.Contains(refusal.Error(), "exceeded quota")).To(BeTrue(), "refused by the quota: %v", refusal)
+		list, err := slices.List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "%s holds %d slices at the first refusal\n", target.Name, len(list.Items))
+		Expect(len(list.Items)).To(BeNumerically("<=", addon.RecommendedMaxStatusSlicesPerCluster+slack), "%s holds about as many slices as its quota allows", target.Name)
+		// Once the count has caught up, not one more.
+		eventually(ctx, func(ctx context.Context) error {
+			_, err := slices.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": statusv1alpha1.GroupVersion.String(), "kind": statusv1alpha1.Kind,
+				"metadata":      map[string]any{"generateName": "bulk-late-", "labels": map[string]any{statusv1alpha1.LabelAddon: addonName, "e2e-bulk": "true"}},
+				"formatVersion": int64(1), "appCount": int64(1),
+				"apps": []any{map[string]any{"namespace": "argocd", "name": "late", "observedAt": "2026-01-01T00:00:00Z"}},
+			}}, metav1.CreateOptions{})
+			return err
+		}).Should(MatchError(ContainSubstring("exceeded quota")))
+		list, err = slices.List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(list.Items)).To(BeNumerically("<=", addon.RecommendedMaxStatusSlicesPerCluster+slack))
 	})
 })
 
