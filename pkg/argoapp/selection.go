@@ -51,6 +51,14 @@ func PullLabelValue(labels map[string]string) (bool, error) {
 	return pull, nil
 }
 
+// IsPulledAndSkipped reports whether a hub Application is pulled (IsPullRequested) and
+// skipped by the hub Argo CD (IsReconcileSkipped): one whose status, and whose entries in
+// the hub Argo CD's cache, only this addon writes.
+func IsPulledAndSkipped(labels, annotations map[string]string) bool {
+	pulled, err := IsPullRequested(labels, annotations)
+	return err == nil && pulled && IsReconcileSkipped(annotations)
+}
+
 // IsReconcileSkipped reports whether the skip-reconcile annotation parses as true, the
 // way Argo CD reads it. A pulled hub Application without it is also pushed by the hub
 // Argo CD.

@@ -122,7 +122,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.isCandidate(app) || app.GetDeletionTimestamp() != nil {
 		return ctrl.Result{}, nil
 	}
-	if pulled, err := argoapp.IsPullRequested(app.GetLabels(), app.GetAnnotations()); err != nil || !pulled {
+	if !argoapp.IsPulledAndSkipped(app.GetLabels(), app.GetAnnotations()) {
+		// Not pulled, or the hub Argo CD reconciles it too and writes its status
+		// (propagation refuses it, MissingSkipReconcile): no second writer.
 		return ctrl.Result{}, nil
 	}
 	cluster := app.GetAnnotations()[argoapp.AnnotationOCMManagedCluster]

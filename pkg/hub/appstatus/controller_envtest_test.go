@@ -200,6 +200,21 @@ func TestStatusMirror(t *testing.T) {
 		g.Consistently(func() string { return str(get("served-by-acm"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
 	})
 
+	t.Run("an app the hub Argo CD reconciles (no skip-reconcile) is not mirrored", func(t *testing.T) {
+		app := newApp("not-skipped", false)
+		// Its work was made while it skipped the hub Argo CD; propagation keeps it, refused.
+		work := newWork(app)
+		g.Eventually(func() error {
+			cur := get("not-skipped")
+			annotations := cur.GetAnnotations()
+			delete(annotations, argoapp.AnnotationSkipReconcile)
+			cur.SetAnnotations(annotations)
+			return c.Update(ctx, cur)
+		}).Should(gomega.Succeed())
+		setFeedback(work, "Healthy", "Synced")
+		g.Consistently(func() string { return str(get("not-skipped"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+	})
+
 	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {
 		app := newApp("multi", true)
 		work := newWork(app)

@@ -210,8 +210,7 @@ func (r *reconciler) isCandidate(o client.Object) bool {
 // app that the hub application-controller skips. A pulled app without skip-reconcile is
 // also the hub controller's, which writes them itself.
 func isServed(labels, annotations map[string]string) bool {
-	pulled, err := argoapp.IsPullRequested(labels, annotations)
-	return err == nil && pulled && argoapp.IsReconcileSkipped(annotations)
+	return argoapp.IsPulledAndSkipped(labels, annotations)
 }
 
 // Reconcile keeps the cache entries of one hub Application: written while it is pulled
