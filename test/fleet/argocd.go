@@ -147,48 +147,60 @@ func argoEnv(dir, kubeconfig, binaryName string) []string {
 // startArgoCDSpoke runs the application-controller and the repo-server of a managed
 // cluster, each as its own service account, with an embedded redis.
 func startArgoCDSpoke(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane) (*miniredis.Miniredis, error) {
-	dir, err := argoDataDir(cp)
-	if err != nil {
-		return nil, err
-	}
 	redis, err := miniredis.Run()
 	if err != nil {
 		return nil, fmt.Errorf("start redis for %s: %w", cp.Name, err)
 	}
+	// Resync quickly: no webhook tells the controller about new commits here.
+	_, err = startArgoCDControllers(ctx, sup, bin, cp, redis.Addr(), "", "--app-resync=30")
+	return redis, err
+}
+
+// startArgoCDControllers runs the repo-server and the application-controller of cp, each
+// as its own service account, on the Redis at redisAddr (with redisPassword, as
+// REDIS_PASSWORD, when set), and returns the repo-server's host:port. controllerArgs are
+// added to the application-controller's.
+func startArgoCDControllers(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane, redisAddr, redisPassword string, controllerArgs ...string) (string, error) {
+	dir, err := argoDataDir(cp)
+	if err != nil {
+		return "", err
+	}
 	controllerKC := filepath.Join(dir, "application-controller.kubeconfig")
 	repoKC := filepath.Join(dir, "repo-server.kubeconfig")
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-application-controller", controllerKC, tokenTTL); err != nil {
-		return redis, err
+		return "", err
 	}
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-repo-server", repoKC, tokenTTL); err != nil {
-		return redis, err
+		return "", err
 	}
 	ports, err := loopback.FreePorts(3)
 	if err != nil {
-		return redis, err
+		return "", err
+	}
+	var redisEnv []string
+	if redisPassword != "" {
+		redisEnv = []string{"REDIS_PASSWORD=" + redisPassword}
 	}
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	if _, err := sup.start(processSpec{Name: cp.Name + "-argocd-repo-server", Path: filepath.Join(bin, "argocd"),
-		Env: argoEnv(dir, repoKC, "argocd-repo-server"),
+		Env: append(argoEnv(dir, repoKC, "argocd-repo-server"), redisEnv...),
 		Args: []string{"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
 			"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(ports[1]),
-			"--redis=" + redis.Addr(), "--disable-tls", "--loglevel=info"},
+			"--redis=" + redisAddr, "--disable-tls", "--loglevel=info"},
 	}); err != nil {
-		return redis, err
+		return "", err
 	}
 	// ARGOCD_FAKE_IN_CLUSTER makes https://kubernetes.default.svc mean $KUBECONFIG's
 	// cluster, as it means the pod's own cluster in a real install.
 	if _, err := sup.start(processSpec{Name: cp.Name + "-argocd-application-controller", Path: filepath.Join(bin, "argocd"),
-		Env: append(argoEnv(dir, controllerKC, "argocd-application-controller"), "ARGOCD_FAKE_IN_CLUSTER=true"),
-		Args: []string{"--kubeconfig=" + controllerKC, "--namespace=" + ArgoCDNamespace,
-			"--redis=" + redis.Addr(), "--repo-server=" + repoAddr, "--repo-server-plaintext",
-			"--metrics-port=" + strconv.Itoa(ports[2]), "--loglevel=info",
-			// Resync quickly: no webhook tells the controller about new commits here.
-			"--app-resync=30"},
+		Env: append(append(argoEnv(dir, controllerKC, "argocd-application-controller"), "ARGOCD_FAKE_IN_CLUSTER=true"), redisEnv...),
+		Args: append([]string{"--kubeconfig=" + controllerKC, "--namespace=" + ArgoCDNamespace,
+			"--redis=" + redisAddr, "--repo-server=" + repoAddr, "--repo-server-plaintext",
+			"--metrics-port=" + strconv.Itoa(ports[2]), "--loglevel=info"}, controllerArgs...),
 	}); err != nil {
-		return redis, err
+		return "", err
 	}
-	return redis, nil
+	return repoAddr, nil
 }
 
 // startArgoCDHub runs the ApplicationSet controller on the hub, as its service account.
@@ -224,12 +236,14 @@ const ArgoCDServerFile = "argocd-server"
 // argocd-server runs as: its ServiceAccount and RBAC. core-install.yaml has no server.
 var argoCDServerObjects = map[string]bool{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
-// startArgoCDServer runs the hub's Redis and argocd-server, as a stock install does: the
-// Redis password in the Secret argocd-redis (key auth), which the server gets as
-// REDIS_PASSWORD; the server as its service account, with the RBAC of Argo CD's
-// install.yaml, its in-cluster the hub, plaintext on loopback (--insecure). The server makes the admin password
-// itself, in argocd-initial-admin-secret. It returns the Redis and the server's
-// host:port.
+// startArgoCDServer runs the hub's Redis, repo-server, application-controller and
+// argocd-server, as a stock install does: the Redis password in the Secret argocd-redis
+// (key auth), which each gets as REDIS_PASSWORD; each as its own service account, the
+// server with the RBAC of Argo CD's install.yaml, its in-cluster the hub, plaintext on
+// loopback (--insecure). The application-controller skips the pulled apps
+// (skip-reconcile), and reconciles any other hub Application, as on a real hub. The server
+// makes the admin password itself, in argocd-initial-admin-secret. It returns the Redis
+// and the server's host:port.
 func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *ControlPlane, argoDir string) (*miniredis.Miniredis, string, error) {
 	applier, err := NewApplier(cp.Config)
 	if err != nil {
@@ -272,6 +286,10 @@ func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *Con
 	if err := cp.ServiceAccountKubeconfig(ctx, ArgoCDNamespace, "argocd-server", kc, tokenTTL); err != nil {
 		return redis, "", err
 	}
+	repoServer, err := startArgoCDControllers(ctx, sup, bin, cp, redis.Addr(), password)
+	if err != nil {
+		return redis, "", err
+	}
 	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return redis, "", err
@@ -285,9 +303,8 @@ func startArgoCDServer(ctx context.Context, sup *supervisor, bin string, cp *Con
 		Args: []string{"--kubeconfig=" + kc, "--namespace=" + ArgoCDNamespace, "--insecure",
 			"--address=127.0.0.1", "--port=" + strconv.Itoa(ports[0]), "--metrics-port=" + strconv.Itoa(ports[1]),
 			"--redis=" + redis.Addr(), "--loglevel=info",
-			// The hub runs no repo-server and no Dex: the pull model renders nothing on
-			// the hub, and the fleet logs in as admin.
-			"--repo-server=127.0.0.1:1", "--repo-server-plaintext", "--dex-server="},
+			// No Dex: the fleet logs in as admin.
+			"--repo-server=" + repoServer, "--repo-server-plaintext", "--dex-server="},
 	}); err != nil {
 		return redis, "", err
 	}

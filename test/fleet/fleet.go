@@ -275,7 +275,7 @@ func (f *Fleet) startArgoCD(ctx context.Context, opts Options, step func(string,
 	if err := os.WriteFile(filepath.Join(f.Dir, ArgoCDServerFile), []byte(server+"\n"), 0o644); err != nil {
 		return err
 	}
-	step("Argo CD ApplicationSet controller, Redis and argocd-server (http://%s, user admin, password in Secret argocd-initial-admin-secret) running on the hub", server)
+	step("Argo CD ApplicationSet controller, Redis, repo-server, application-controller and argocd-server (http://%s, user admin, password in Secret argocd-initial-admin-secret) running on the hub", server)
 	for _, mc := range f.Clusters {
 		if err := installArgoCD(ctx, mc.ControlPlane, opts.Modules.ArgoCD, false, opts.Addon); err != nil {
 			return fmt.Errorf("install the Argo CD of %s: %w", mc.Name, err)

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// Argo CD's own CLI (bin/argocd) against the hub's argocd-server, on a pulled app, as a
+// user drives a pushed one. The hub runs Argo CD's whole install: argocd-server resolves
+// a sync's revision through the hub's repo-server, and the hub's application-controller
+// skips the pulled app.
+var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
+	const (
+		app       = "cli-guestbook"
+		namespace = "cli-guestbook"
+		placement = "cli-placement"
+	)
+	var (
+		c         hubClients
+		target    *fleet.ManagedCluster
+		spokeApps dynamic.ResourceInterface
+		token     string
+	)
+	BeforeAll(func(ctx SpecContext) {
+		c = newHubClients()
+		target = theFleet.Clusters[0]
+		enableAddonForSpec(ctx, target)
+		applyAddonPlacementForSpec(ctx, placement, target)
+		spoke, err := dynamic.NewForConfig(target.Config)
+		Expect(err).NotTo(HaveOccurred())
+		spokeApps = spoke.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
+
+		By("a pulled guestbook that syncs only when asked")
+		c.createApp(ctx, pulledApp(fleet.ArgoCDNamespace, app, target.Name, namespace, false))
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, app, "sync", "status")
+		}).Should(Equal("OutOfSync"), "the app is on %s, not synced", target.Name)
+
+		password, err := theFleet.ArgoCDAdminPassword(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		client, err := fleet.LoginArgoCD(ctx, theFleet.ArgoCDServer, "admin", password)
+		Expect(err).NotTo(HaveOccurred())
+		token = client.Token()
+	})
+
+	// cli runs the argocd CLI as admin against the hub's argocd-server, and returns its
+	// output and exit code.
+	cli := func(ctx context.Context, args ...string) (string, int) {
+		full := append(args, "--server", theFleet.ArgoCDServer, "--plaintext", "--auth-token", token)
+		out, err := exec.CommandContext(ctx, filepath.Join(*binDir, "argocd"), full...).CombinedOutput()
+		fmt.Fprintf(GinkgoWriter, "$ argocd %s\n%s\n", strings.Join(args, " "), out)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return string(out), exit.ExitCode()
+		}
+		Expect(err).NotTo(HaveOccurred())
+		return string(out), 0
+	}
+
+	It("syncs it on its managed cluster with `argocd app sync`, and `argocd app wait --health` returns once it is Healthy", func(ctx SpecContext) {
+		before, err := spokeStatus(ctx, spokeApps, app, "operationState", "startedAt")
+		Expect(err).NotTo(HaveOccurred())
+
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+app, "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync: %s", out)
+
+		By("the sync ran on " + target.Name)
+		startedAt, err := spokeStatus(ctx, spokeApps, app, "operationState", "startedAt")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(startedAt).NotTo(Equal(before), "a new operation ran on %s", target.Name)
+		Expect(spokeStatus(ctx, spokeApps, app, "operationState", "phase")).To(Equal("Succeeded"))
+		Expect(spokeStatus(ctx, spokeApps, app, "sync", "status")).To(Equal("Synced"))
+
+		out, code = cli(ctx, "app", "wait", fleet.ArgoCDNamespace+"/"+app, "--health", "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app wait --health: %s", out)
+		hub, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		status, err := argoapp.DecodeStatus(hub)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status.Health.Status).To(Equal("Healthy"))
+		Expect(hub.Object).NotTo(HaveKey("operation"), "the hub's operation left once the spoke ran it")
+	})
+})
+
+// spokeStatus returns a string of a spoke Application's status at path.
+func spokeStatus(ctx context.Context, apps dynamic.ResourceInterface, name string, path ...string) (string, error) {
+	u, err := apps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	s, _, err := unstructured.NestedString(u.Object, append([]string{"status"}, path...)...)
+	return s, err
+}
