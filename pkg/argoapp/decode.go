@@ -90,6 +90,27 @@ type OperationState struct {
 	// FinishedAt is set once the operation reached a final phase.
 	FinishedAt string
 	Message    string
+	// SyncResult is the result of a sync operation; nil before Argo CD wrote one.
+	SyncResult *SyncResult
+}
+
+// SyncResult is status.operationState.syncResult: the revision (Revisions for a
+// multi-source Application) that the sync applied, and the result of each resource it
+// touched, which Argo CD's CLI reads (argocd app sync counts those whose prune was
+// skipped).
+type SyncResult struct {
+	Revision  string
+	Revisions []string
+	Resources []ResourceResult
+}
+
+// ResourceResult is one entry of syncResult.resources: a resource and what the sync did
+// with it (Status: Synced, SyncFailed, Pruned, PruneSkipped), with the hook it ran as, if
+// any.
+type ResourceResult struct {
+	Group, Version, Kind, Namespace, Name string
+	Status, Message                       string
+	HookType, HookPhase, SyncPhase        string
 }
 
 // ResourceStatus is one entry of status.resources.
@@ -171,6 +192,34 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 		StartedAt:  r.str(operation, ".status.operationState", "startedAt"),
 		FinishedAt: r.str(operation, ".status.operationState", "finishedAt"),
 		Message:    r.str(operation, ".status.operationState", "message"),
+	}
+	if result := r.object(operation, ".status.operationState", "syncResult"); result != nil {
+		const path = ".status.operationState.syncResult"
+		sr := &SyncResult{Revision: r.str(result, path, "revision")}
+		for i, item := range r.list(result, path, "revisions") {
+			revision, ok := item.(string)
+			if !ok && item != nil {
+				r.fail(path+".revisions["+strconv.Itoa(i)+"]", "string", item)
+			}
+			sr.Revisions = append(sr.Revisions, revision)
+		}
+		for i, item := range r.list(result, path, "resources") {
+			at := path + ".resources[" + strconv.Itoa(i) + "]"
+			res := r.element(item, at)
+			sr.Resources = append(sr.Resources, ResourceResult{
+				Group:     Intern(r.str(res, at, "group")),
+				Version:   Intern(r.str(res, at, "version")),
+				Kind:      Intern(r.str(res, at, "kind")),
+				Namespace: Intern(r.str(res, at, "namespace")),
+				Name:      r.str(res, at, "name"),
+				Status:    Intern(r.str(res, at, "status")),
+				Message:   r.str(res, at, "message"),
+				HookType:  Intern(r.str(res, at, "hookType")),
+				HookPhase: Intern(r.str(res, at, "hookPhase")),
+				SyncPhase: Intern(r.str(res, at, "syncPhase")),
+			})
+		}
+		out.OperationState.SyncResult = sr
 	}
 
 	// An app's resources repeat a few groups, versions, kinds, namespaces and statuses:

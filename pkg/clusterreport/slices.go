@@ -115,6 +115,7 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 			StartedAt:  TruncateMessage(op.StartedAt, maxStatusBytes),
 			FinishedAt: TruncateMessage(op.FinishedAt, maxStatusBytes),
 			Message:    TruncateMessage(op.Message, MaxMessageBytes),
+			SyncResult: syncResult(op.SyncResult),
 		}
 	}
 	conditions := slices.Clone(app.Conditions)
@@ -176,6 +177,44 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 		e.TreeSource = statusv1alpha1.TreeSourceArgoCDCache
 	}
 	return e
+}
+
+// ReportedSyncResult returns what the status channel carries of a sync's result r: its
+// revisions, and the results that the app's resources do not already say, those of
+// hooks and those whose sync did not end Synced (SyncFailed, Pruned, PruneSkipped: what
+// Argo CD's CLI counts and prints). r itself when it has nothing else; nil for none.
+func ReportedSyncResult(r *argoapp.SyncResult) *argoapp.SyncResult {
+	plain := func(res argoapp.ResourceResult) bool { return res.Status == "Synced" && res.HookType == "" }
+	if r == nil || !slices.ContainsFunc(r.Resources, plain) {
+		return r
+	}
+	out := *r
+	out.Resources = slices.DeleteFunc(slices.Clone(r.Resources), plain)
+	return &out
+}
+
+// syncResult returns the entry's sync result of r (ReportedSyncResult), its strings cut
+// to their limits and its revisions to MaxRevisions (its resources are counted by
+// fitCounts). Nil for none.
+func syncResult(r *argoapp.SyncResult) *statusv1alpha1.SyncResult {
+	r = ReportedSyncResult(r)
+	if r == nil {
+		return nil
+	}
+	out := &statusv1alpha1.SyncResult{Revision: TruncateMessage(r.Revision, MaxNameBytes)}
+	for _, revision := range r.Revisions[:min(len(r.Revisions), MaxRevisions)] {
+		out.Revisions = append(out.Revisions, TruncateMessage(revision, MaxNameBytes))
+	}
+	for _, res := range r.Resources {
+		out.Resources = append(out.Resources, statusv1alpha1.ResourceResult{
+			Group: TruncateMessage(res.Group, MaxNameBytes), Version: TruncateMessage(res.Version, MaxNameBytes),
+			Kind: TruncateMessage(res.Kind, MaxNameBytes), Namespace: TruncateMessage(res.Namespace, MaxNameBytes),
+			Name: TruncateMessage(res.Name, MaxNameBytes), Status: TruncateMessage(res.Status, maxStatusBytes),
+			Message: TruncateMessage(res.Message, MaxMessageBytes), HookType: TruncateMessage(res.HookType, maxStatusBytes),
+			HookPhase: TruncateMessage(res.HookPhase, maxStatusBytes), SyncPhase: TruncateMessage(res.SyncPhase, maxStatusBytes),
+		})
+	}
+	return out
 }
 
 // SpokeLocalEntry returns the status-channel entry of an Application that no hub
@@ -346,11 +385,36 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		return out
 	}
 
+	// Then the sync results: those whose sync did not simply succeed first.
+	if out.Operation != nil && out.Operation.SyncResult != nil && len(out.Operation.SyncResult.Resources) > 0 {
+		op, result := *out.Operation, *out.Operation.SyncResult
+		results := problemResultsFirst(result.Resources)
+		counted := cut.SyncResultsOmitted
+		op.SyncResult = &result
+		out.Operation = &op
+		keep := fitCount(len(results), func(n int) bool {
+			result.Resources = results[:n]
+			return EntrySize(out) <= MaxSliceBytes
+		})
+		result.Resources, cut.SyncResultsOmitted = results[:keep], counted+int32(len(results)-keep)
+		if EntrySize(out) <= MaxSliceBytes {
+			return out
+		}
+	}
+
 	cut.MessagesShortened = true
 	out.Health = cutHealth(out.Health, MinimalMessageBytes)
 	if out.Operation != nil {
 		op := *out.Operation
 		op.Message = TruncateMessage(op.Message, MinimalMessageBytes)
+		if op.SyncResult != nil {
+			result := *op.SyncResult
+			result.Resources = slices.Clone(result.Resources)
+			for i := range result.Resources {
+				result.Resources[i].Message = TruncateMessage(result.Resources[i].Message, MinimalMessageBytes)
+			}
+			op.SyncResult = &result
+		}
 		out.Operation = &op
 	}
 	out.Conditions = slices.Clone(out.Conditions)
@@ -395,7 +459,8 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 // fitCounts cuts the lists of e to their counts, the problems first as FitEntry keeps
 // them, and marks what it cut in Truncated; e itself when nothing is cut.
 func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
-	if len(e.Resources) <= MaxSliceResourcesPerApp && len(e.Nodes) <= MaxSliceNodesPerApp && len(e.Conditions) <= MaxSliceConditionsPerApp {
+	if len(e.Resources) <= MaxSliceResourcesPerApp && len(e.Nodes) <= MaxSliceNodesPerApp && len(e.Conditions) <= MaxSliceConditionsPerApp &&
+		len(syncResults(e)) <= MaxSliceResourcesPerApp {
 		return e
 	}
 	cut := &statusv1alpha1.Truncation{Reason: statusv1alpha1.TruncationExceedsSliceLimit}
@@ -424,6 +489,31 @@ func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		out.Conditions = slices.Clone(e.Conditions[:MaxSliceConditionsPerApp]) // errors first already
 		cut.ConditionsOmitted += int32(n - MaxSliceConditionsPerApp)
 	}
+	if n := len(syncResults(e)); n > MaxSliceResourcesPerApp {
+		op, result := *e.Operation, *e.Operation.SyncResult
+		result.Resources = problemResultsFirst(result.Resources)[:MaxSliceResourcesPerApp]
+		op.SyncResult = &result
+		out.Operation = &op
+		cut.SyncResultsOmitted += int32(n - MaxSliceResourcesPerApp)
+	}
+	return out
+}
+
+// syncResults returns the resources of e's sync result; none without one.
+func syncResults(e statusv1alpha1.AppStatus) []statusv1alpha1.ResourceResult {
+	if e.Operation == nil || e.Operation.SyncResult == nil {
+		return nil
+	}
+	return e.Operation.SyncResult.Resources
+}
+
+// problemResultsFirst returns a copy of results, those whose sync did not succeed
+// (SyncFailed, PruneSkipped: what Argo CD's CLI reports) first, each group in its order.
+func problemResultsFirst(results []statusv1alpha1.ResourceResult) []statusv1alpha1.ResourceResult {
+	out := slices.Clone(results)
+	slices.SortStableFunc(out, func(a, b statusv1alpha1.ResourceResult) int {
+		return cmp.Compare(rank(a.Status != "Synced" && a.Status != "Pruned"), rank(b.Status != "Synced" && b.Status != "Pruned"))
+	})
 	return out
 }
 

@@ -67,8 +67,8 @@ func manifestWorkOf(refs []metav1.OwnerReference) (string, bool) {
 
 // localApplication is what the agent's informers keep of a local Application: its
 // identity, whether it came from the hub and, when it did, its report, decoded once as it
-// arrives. Everything else of the object (its spec, status.history, the operation's sync
-// result, managed fields and annotations) is dropped before the informer stores it, so
+// arrives. Everything else of the object (its spec, status.history, the sync result's
+// plain successes, managed fields and annotations) is dropped before the informer stores it, so
 // that the agent holds one compact copy of each app, not the object and a decoding of it.
 type localApplication struct {
 	metav1.TypeMeta
@@ -141,6 +141,7 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 	app.Sync = status.Sync
 	app.Health = status.Health
 	app.Operation = status.OperationState
+	app.Operation.SyncResult = clusterreport.ReportedSyncResult(app.Operation.SyncResult)
 	// In the order of the report, once per version of the app rather than at every
 	// publish.
 	clusterreport.SortResources(status.Resources)

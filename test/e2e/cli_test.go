@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -92,6 +93,39 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status.Health.Status).To(Equal("Healthy"))
 		Expect(hub.Object).NotTo(HaveKey("operation"), "the hub's operation left once the spoke ran it")
+	})
+
+	It("exits 1 on a sync that leaves resources to prune, as for a pushed app, and prunes them with --prune", func(ctx SpecContext) {
+		const name, path = "cli-prune", "cli-prune"
+		configMap := func(name string) string {
+			return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {from: git}\n", name)
+		}
+		_, err := theFleet.Git.Commit("cli-prune: two ConfigMaps", map[string]string{path + "/configmaps.yaml": configMap("keep") + "---\n" + configMap("extra")})
+		Expect(err).NotTo(HaveOccurred())
+		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
+		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
+		c.createApp(ctx, a)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, name, "sync", "status")
+		}).Should(Equal("OutOfSync"))
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync: %s", out)
+
+		By("git drops one ConfigMap: a sync without --prune leaves it, and says so")
+		_, err = theFleet.Git.Commit("cli-prune: one ConfigMap", map[string]string{path + "/configmaps.yaml": configMap("keep")})
+		Expect(err).NotTo(HaveOccurred())
+		out, code = cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
+		Expect(code).To(Equal(1), "argocd app sync: %s", out)
+		Expect(out).To(ContainSubstring("1 resources require pruning"))
+		_, err = target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "extra", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the ConfigMap to prune is still on %s", target.Name)
+
+		out, code = cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--prune", "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync --prune: %s", out)
+		eventually(ctx, func(ctx context.Context) bool {
+			_, err := target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "extra", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue(), "the pruned ConfigMap is gone from %s", target.Name)
 	})
 })
 

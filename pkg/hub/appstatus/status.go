@@ -114,14 +114,22 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		op["phase"] = s.OperationPhase
 		op["startedAt"] = s.OperationStart
 		setOrDelete(op, "message", s.OperationMsg)
-		// finishedAt: the status feedback does not carry the spoke's, so a final phase
-		// gets the time the hub learnt it, once per operation. Argo CD's CLI (app wait,
-		// app sync) takes an operation without finishedAt for one still running.
+		// finishedAt: the spoke's, from the agent's entry of this operation; else, as the
+		// status feedback does not carry it, a final phase gets the time the hub learnt
+		// it, once per operation. Argo CD's CLI (app wait, app sync) takes an operation
+		// without finishedAt for one still running.
 		switch {
 		case !argoapp.OperationCompleted(s.OperationPhase):
 			delete(op, "finishedAt")
+		case s.OperationFinish != "":
+			op["finishedAt"] = s.OperationFinish
 		case startedChanged || op["finishedAt"] == nil:
 			op["finishedAt"] = now.UTC().Format(time.RFC3339)
+		}
+		if s.OperationResult != nil {
+			op["syncResult"] = syncResultOf(s.OperationResult)
+		} else {
+			delete(op, "syncResult")
 		}
 	}
 
@@ -148,6 +156,35 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	}
 	status["reconciledAt"] = now.UTC().Format(time.RFC3339)
 	return true, holding
+}
+
+// syncResultOf returns status.operationState.syncResult of r. Argo CD's CLI counts in it
+// the resources whose prune was skipped (argocd app sync: "N resources require pruning").
+func syncResultOf(r *argoapp.SyncResult) map[string]any {
+	out := map[string]any{}
+	setOrDelete(out, "revision", r.Revision)
+	if len(r.Revisions) > 0 {
+		revisions := make([]any, len(r.Revisions))
+		for i, revision := range r.Revisions {
+			revisions[i] = revision
+		}
+		out["revisions"] = revisions
+	}
+	if len(r.Resources) > 0 {
+		resources := make([]any, 0, len(r.Resources))
+		for _, res := range r.Resources {
+			row := map[string]any{"group": res.Group, "kind": res.Kind, "name": res.Name, "version": res.Version}
+			setOrDelete(row, "namespace", res.Namespace)
+			setOrDelete(row, "status", res.Status)
+			setOrDelete(row, "message", res.Message)
+			setOrDelete(row, "hookType", res.HookType)
+			setOrDelete(row, "hookPhase", res.HookPhase)
+			setOrDelete(row, "syncPhase", res.SyncPhase)
+			resources = append(resources, row)
+		}
+		out["resources"] = resources
+	}
+	return out
 }
 
 // resourceList returns status.resources of the resources.

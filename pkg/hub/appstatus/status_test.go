@@ -2,6 +2,7 @@ package appstatus
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -153,6 +154,34 @@ func TestApplyStatusOperationFinishedAt(t *testing.T) {
 	ApplyStatus(app, op("Running", "2026-05-01T12:05:00Z"), now.Add(5*time.Minute))
 	if got := finishedAt(); got != "" {
 		t.Errorf("a new running operation keeps finishedAt %q", got)
+	}
+}
+
+// TestApplyStatusOperationResult: with the agent's entry of the same operation, the hub
+// shows the spoke's finishedAt and sync result, which Argo CD's CLI reads (argocd app sync
+// counts the resources whose prune was skipped); a new operation drops them.
+func TestApplyStatusOperationResult(t *testing.T) {
+	app := argoapp.NewApplication()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	result := &argoapp.SyncResult{Revision: "abc123", Resources: []argoapp.ResourceResult{
+		{Version: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "extra", Status: "PruneSkipped", Message: "ignored (requires pruning)", SyncPhase: "Sync"},
+	}}
+	ApplyStatus(app, Desired{State: observed.State{OperationPhase: "Succeeded", OperationStart: "2026-05-01T11:59:00Z",
+		OperationFinish: "2026-05-01T11:59:04Z", OperationResult: result, Reported: true}}, now)
+	op, _, _ := unstructured.NestedMap(app.Object, "status", "operationState")
+	want := map[string]any{"revision": "abc123", "resources": []any{map[string]any{
+		"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "extra",
+		"status": "PruneSkipped", "message": "ignored (requires pruning)", "syncPhase": "Sync"}}}
+	if !reflect.DeepEqual(op["syncResult"], want) {
+		t.Errorf("syncResult = %v, want %v", op["syncResult"], want)
+	}
+	if op["finishedAt"] != "2026-05-01T11:59:04Z" {
+		t.Errorf("finishedAt = %v, want the spoke's", op["finishedAt"])
+	}
+	ApplyStatus(app, Desired{State: observed.State{OperationPhase: "Running", OperationStart: "2026-05-01T12:05:00Z", Reported: true}}, now)
+	op, _, _ = unstructured.NestedMap(app.Object, "status", "operationState")
+	if _, ok := op["syncResult"]; ok {
+		t.Errorf("a new operation keeps the sync result of the last: %v", op)
 	}
 }
 

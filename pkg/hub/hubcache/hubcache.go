@@ -541,6 +541,15 @@ func cachedBytes(e *statusv1alpha1.AppStatus) int {
 	}
 	if op := e.Operation; op != nil {
 		n += int(unsafe.Sizeof(*op)) + len(op.Phase) + len(op.StartedAt) + len(op.FinishedAt) + len(op.Message)
+		if r := op.SyncResult; r != nil {
+			n += int(unsafe.Sizeof(*r)) + len(r.Revision)
+			for _, revision := range r.Revisions {
+				n += int(unsafe.Sizeof(revision)) + len(revision)
+			}
+			for _, res := range r.Resources {
+				n += int(unsafe.Sizeof(res)) + len(res.Name) + len(res.Message)
+			}
+		}
 	}
 	if hub := e.Hub; hub != nil {
 		n += int(unsafe.Sizeof(*hub)) + len(hub.Namespace) + len(hub.Name)
@@ -593,6 +602,13 @@ func internSliceApp(app *statusv1alpha1.AppStatus) {
 	}
 	if op := app.Operation; op != nil {
 		op.Phase = intern(op.Phase)
+		if r := op.SyncResult; r != nil {
+			for i := range r.Resources {
+				res := &r.Resources[i]
+				res.Group, res.Version, res.Kind, res.Namespace = intern(res.Group), intern(res.Version), intern(res.Kind), intern(res.Namespace)
+				res.Status, res.HookType, res.HookPhase, res.SyncPhase = intern(res.Status), intern(res.HookType), intern(res.HookPhase), intern(res.SyncPhase)
+			}
+		}
 	}
 	for i := range app.Conditions {
 		app.Conditions[i].Type = intern(app.Conditions[i].Type)

@@ -24,6 +24,11 @@ type State struct {
 	OperationPhase string
 	OperationStart string
 	OperationMsg   string
+	// OperationFinish and OperationResult are the spoke's finishedAt and syncResult of the
+	// operation that the phase and start are of; empty and nil when the agent's entry is
+	// of another operation, or has none.
+	OperationFinish string
+	OperationResult *argoapp.SyncResult
 	// Reported is true when the agent's report carries the app: Resources and Conditions
 	// are then known (possibly empty).
 	Reported   bool
@@ -81,10 +86,25 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 	s.OperationStart = firstNonEmpty(s.OperationStart, agent.Operation.StartedAt)
 	if s.OperationPhase == agent.Operation.Phase && s.OperationStart == agent.Operation.StartedAt {
 		s.OperationMsg = shorten(agent.Operation.Message)
+		s.OperationFinish = agent.Operation.FinishedAt
+		s.OperationResult = agentSyncResult(agent.Operation.SyncResult)
 	}
 	s.Resources = agentResources(agent.Resources)
 	s.Conditions = agentConditions(agent.Conditions)
 	return s
+}
+
+// agentSyncResult returns r with its messages shortened: r itself when none is too long.
+func agentSyncResult(r *argoapp.SyncResult) *argoapp.SyncResult {
+	if r == nil || !slices.ContainsFunc(r.Resources, func(res argoapp.ResourceResult) bool { return len(res.Message) > MaxAgentMessageBytes }) {
+		return r
+	}
+	out := *r
+	out.Resources = slices.Clone(r.Resources)
+	for i := range out.Resources {
+		out.Resources[i].Message = shorten(out.Resources[i].Message)
+	}
+	return &out
 }
 
 func shorten(message string) string {

@@ -197,6 +197,16 @@ func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 	}
 	if op := e.Operation; op != nil {
 		app.Operation = argoapp.OperationState{Phase: op.Phase, StartedAt: op.StartedAt, FinishedAt: op.FinishedAt, Message: op.Message}
+		if r := op.SyncResult; r != nil {
+			result := &argoapp.SyncResult{Revision: r.Revision, Revisions: r.Revisions}
+			for _, res := range r.Resources {
+				result.Resources = append(result.Resources, argoapp.ResourceResult{
+					Group: res.Group, Version: res.Version, Kind: res.Kind, Namespace: res.Namespace, Name: res.Name,
+					Status: res.Status, Message: res.Message, HookType: res.HookType, HookPhase: res.HookPhase, SyncPhase: res.SyncPhase,
+				})
+			}
+			app.Operation.SyncResult = result
+		}
 	}
 	for _, r := range e.Resources {
 		resource := argoapp.ResourceStatus{Group: r.Group, Version: r.Version, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Status: r.Status}

@@ -210,6 +210,61 @@ type OperationState struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// SyncResult is the result of a sync operation: what Argo CD's CLI reads of it.
+	// +optional
+	SyncResult *SyncResult `json:"syncResult,omitempty"`
+}
+
+// SyncResult is status.operationState.syncResult.
+type SyncResult struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Revisions []string `json:"revisions,omitempty"`
+	// Resources are the results of the resources the sync touched.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20000
+	// +listType=atomic
+	Resources []ResourceResult `json:"resources,omitempty"`
+}
+
+// ResourceResult is what a sync did with one resource.
+type ResourceResult struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Version string `json:"version,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// Status is the result: Synced, SyncFailed, Pruned or PruneSkipped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Status string `json:"status,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	HookType string `json:"hookType,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	HookPhase string `json:"hookPhase,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	SyncPhase string `json:"syncPhase,omitempty"`
 }
 
 // Condition is one of Argo CD's conditions of an Application.
@@ -312,6 +367,9 @@ type Truncation struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ConditionsOmitted int32 `json:"conditionsOmitted,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SyncResultsOmitted int32 `json:"syncResultsOmitted,omitempty"`
 	// MessagesShortened: messages were cut below their usual limit.
 	// +optional
 	MessagesShortened bool `json:"messagesShortened,omitempty"`
