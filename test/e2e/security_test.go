@@ -442,10 +442,12 @@ var _ = Describe("A managed cluster's agent, as its hub identity", Ordered, func
 			Expect(c.dyn.Resource(sliceGVR).Namespace(target.Name).DeleteCollection(ctx, metav1.DeleteOptions{},
 				metav1.ListOptions{LabelSelector: "e2e-bulk=true"})).To(Succeed())
 		})
+		// Without the addon's label: the cluster's agent deletes the labelled slices it did
+		// not write, and the quota counts every slice of the namespace.
 		bulk := func(i int) *unstructured.Unstructured {
 			return &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": statusv1alpha1.GroupVersion.String(), "kind": statusv1alpha1.Kind,
-				"metadata":      map[string]any{"name": fmt.Sprintf("bulk-%d", i), "labels": map[string]any{statusv1alpha1.LabelAddon: addonName, "e2e-bulk": "true"}},
+				"metadata":      map[string]any{"name": fmt.Sprintf("bulk-%d", i), "labels": map[string]any{"e2e-bulk": "true"}},
 				"formatVersion": int64(1), "appCount": int64(1),
 				"apps": []any{map[string]any{"namespace": "argocd", "name": fmt.Sprintf("bulk-%d", i), "observedAt": "2026-01-01T00:00:00Z"}},
 			}}
@@ -482,7 +484,7 @@ var _ = Describe("A managed cluster's agent, as its hub identity", Ordered, func
 		eventually(ctx, func(ctx context.Context) error {
 			_, err := slices.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": statusv1alpha1.GroupVersion.String(), "kind": statusv1alpha1.Kind,
-				"metadata":      map[string]any{"generateName": "bulk-late-", "labels": map[string]any{statusv1alpha1.LabelAddon: addonName, "e2e-bulk": "true"}},
+				"metadata":      map[string]any{"generateName": "bulk-late-", "labels": map[string]any{"e2e-bulk": "true"}},
 				"formatVersion": int64(1), "appCount": int64(1),
 				"apps": []any{map[string]any{"namespace": "argocd", "name": "late", "observedAt": "2026-01-01T00:00:00Z"}},
 			}}, metav1.CreateOptions{})
