@@ -17,7 +17,9 @@ import (
 // cacheWriter writes apps' entries into the hub Argo CD's Redis, as the hub
 // application-controller's appstate cache does.
 type cacheWriter struct {
-	client      *redis.Client
+	client *redis.Client
+	// target names the Redis in errors (argocdcache.ClientOptions.Target).
+	target      string
 	compression argocdcache.Compression
 	expiration  time.Duration
 
@@ -59,7 +61,9 @@ func encodeEntries(tree argocdcache.Tree, managed []argocdcache.ResourceDiff) (e
 // what they were rendered from (sourceOf). A manager that starts (a restart, a failover)
 // reads it to leave the entries of an unchanged app as they are, rather than read the
 // app's slice and write them again. Argo CD reads no key of this prefix.
-func sourceKey(instance string) string { return "argocd-pull|resource-tree-source|" + instance }
+func sourceKey(instance string) string { return sourceKeyPrefix + instance }
+
+const sourceKeyPrefix = "argocd-pull|resource-tree-source|"
 
 // renderVersion names Render's output: change it whenever Render renders an entry
 // differently (TestRenderIsPinned fails then), so that a new manager writes every tree
@@ -183,7 +187,7 @@ func (w *cacheWriter) result(err error) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("write the hub Argo CD's cache at %s: %w", w.client.Options().Addr, err)
+	err = fmt.Errorf("write the hub Argo CD's cache at %s: %w", w.target, err)
 	w.mu.Lock()
 	w.downUntil, w.downErr = time.Now().Add(retryAfter), err
 	w.mu.Unlock()

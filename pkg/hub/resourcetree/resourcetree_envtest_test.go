@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,8 +61,8 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})).To(gomega.Succeed())
 	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
-		Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
-		Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey},
+		Compression:   argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
 	startTreeManager(t, env, opts)
 
@@ -217,8 +218,7 @@ func sliceReadCounter(t *testing.T, env *testenv.Env) func() float64 {
 // subscribe returns a channel of the messages published on channel.
 func subscribe(t *testing.T, addr, channel string) <-chan string {
 	t.Helper()
-	client := argocdcache.NewClient(argocdcache.ClientOptions{Addr: addr,
-		Password: func(context.Context) (string, error) { return "s3cret", nil }})
+	client := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", DisableIdentity: true, Protocol: 2})
 	t.Cleanup(func() { client.Close() })
 	sub := client.Subscribe(context.Background(), channel)
 	if _, err := sub.Receive(context.Background()); err != nil {
@@ -250,7 +250,7 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	}
 	redis := miniredis.RunT(t)
 	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
-		Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
 	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
@@ -344,7 +344,7 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 	redis := miniredis.RunT(t)
 	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
 		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
-			Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+			ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 		}})
 
 	hub := testenv.NewHub(t, env, "argocd")
