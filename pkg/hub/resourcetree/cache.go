@@ -65,6 +65,21 @@ func sourceKey(instance string) string { return sourceKeyPrefix + instance }
 
 const sourceKeyPrefix = "argocd-pull|resource-tree-source|"
 
+// WriterACLRules are the rules of a Redis ACL user that can do what the writer does and
+// nothing else: GET, SET, PTTL, EXISTS, EXPIRE and DEL on the keys of the apps' trees and
+// managed resources and on the writer's own source keys, and PUBLISH of the tree
+// notifications. AUTH (and HELLO's answer to it) needs no rule; a database other than 0
+// needs +select as well. Give them to the manager's user:
+//
+//	ACL SETUSER argocd-pull-manager on >PASSWORD <rules...>
+//
+// docs/operations.md, "The manager's Redis user", shows the line.
+func WriterACLRules() []string {
+	return []string{"resetkeys", "~" + argocdcache.TreeKeyPrefix + "*", "~" + argocdcache.ManagedResourcesKeyPrefix + "*", "~" + sourceKeyPrefix + "*",
+		"resetchannels", "&" + argocdcache.TreeNotificationPattern(),
+		"-@all", "+get", "+set", "+pttl", "+exists", "+expire", "+del", "+publish"}
+}
+
 // renderVersion names Render's output: change it whenever Render renders an entry
 // differently (TestRenderIsPinned fails then), so that a new manager writes every tree
 // again instead of trusting sourceKey.
