@@ -412,6 +412,33 @@ func (o *ClientOptions) AddFlags(fs *flag.FlagSet, whose string) {
 	fs.BoolVar(&o.TLS.InsecureSkipVerify, "argocd-redis-insecure-skip-tls-verify", o.TLS.InsecureSkipVerify, "do not verify Redis' certificate")
 }
 
+// Args returns the flags of AddFlags that give o's options, but those at their zero
+// value: what a process renders for another's command line (the hub for the agent's).
+func (o ClientOptions) Args() []string {
+	var args []string
+	add := func(name, value string) {
+		if value != "" && value != "0" && value != "false" {
+			args = append(args, "--"+name+"="+value)
+		}
+	}
+	add("argocd-redisdb", strconv.Itoa(o.DB))
+	for _, addr := range o.SentinelAddrs {
+		add("argocd-sentinel", addr)
+	}
+	if len(o.SentinelAddrs) > 0 {
+		add("argocd-sentinelmaster", o.SentinelMaster)
+	}
+	add("argocd-redis-username", o.Username)
+	add("argocd-redis-password-secret", o.PasswordSecret)
+	add("argocd-redis-password-key", o.PasswordKey)
+	add("argocd-redis-use-tls", strconv.FormatBool(o.TLS.Enabled))
+	add("argocd-redis-ca-certificate", o.TLS.CAFile)
+	add("argocd-redis-client-certificate", o.TLS.ClientCertFile)
+	add("argocd-redis-client-key", o.TLS.ClientKeyFile)
+	add("argocd-redis-insecure-skip-tls-verify", strconv.FormatBool(o.TLS.InsecureSkipVerify))
+	return args
+}
+
 // sentinelsFlag is a repeatable flag of comma-separated host:port.
 type sentinelsFlag struct{ addrs *[]string }
 

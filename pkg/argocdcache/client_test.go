@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"flag"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -222,5 +224,36 @@ func TestSentinelFailoverClient(t *testing.T) {
 	defer wrong.Close()
 	if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("PING with a wrong password through the Sentinel: %v, want WRONGPASS", err)
+	}
+}
+
+// TestArgsParseBack: the flags that Args renders, parsed by AddFlags' flags, give the
+// options back; every option has its flag.
+func TestArgsParseBack(t *testing.T) {
+	for _, o := range []argocdcache.ClientOptions{
+		{},
+		{DB: 7, Username: "argocd-pull-agent", PasswordSecret: "argocd-pull-redis", PasswordKey: "password",
+			TLS: argocdcache.TLSOptions{Enabled: true, CAFile: "/ca/ca.crt", ClientCertFile: "/c/tls.crt", ClientKeyFile: "/c/tls.key"}},
+		{SentinelAddrs: []string{"s-0:26379", "s-1:26379"}, SentinelMaster: "argocd", TLS: argocdcache.TLSOptions{Enabled: true, InsecureSkipVerify: true}},
+	} {
+		var got argocdcache.ClientOptions
+		fs := flag.NewFlagSet("", flag.ContinueOnError)
+		got.AddFlags(fs, "")
+		if err := fs.Parse(o.Args()); err != nil {
+			t.Fatalf("parse %v: %v", o.Args(), err)
+		}
+		if !reflect.DeepEqual(got, o) {
+			t.Errorf("%v parses to\n  %+v\nwant\n  %+v", o.Args(), got, o)
+		}
+	}
+	// Sentinels may also be given comma-separated, in one flag.
+	var got argocdcache.ClientOptions
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	got.AddFlags(fs, "")
+	if err := fs.Parse([]string{"--argocd-sentinel=s-0:26379,s-1:26379", "--argocd-sentinel=s-2:26379"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s-0:26379", "s-1:26379", "s-2:26379"}; !reflect.DeepEqual(got.SentinelAddrs, want) {
+		t.Errorf("Sentinels %v, want %v", got.SentinelAddrs, want)
 	}
 }
