@@ -368,7 +368,7 @@ func (o ClientOptions) Validate() error {
 		}
 	}
 	if len(o.SentinelAddrs) > 0 && o.SentinelMaster == "" {
-		errs = append(errs, errors.New("Sentinels without the name of their master group"))
+		errs = append(errs, errors.New("the Sentinels without the name of their master group"))
 	}
 	if o.DB < 0 {
 		errs = append(errs, fmt.Errorf("the Redis database %d is negative", o.DB))
