@@ -26,12 +26,8 @@ func main() {
 	flag.DurationVar(&opts.PublishDelay, "publish-delay", opts.PublishDelay, "coalescing window of changes before a publish")
 	flag.DurationVar(&opts.ResyncPeriod, "resync-period", opts.ResyncPeriod, "period of a full resync")
 	flag.StringVar(&opts.ArgoCDNamespace, "argocd-namespace", opts.ArgoCDNamespace, "namespace of Argo CD's application-controller and of its Redis password Secret")
-	flag.StringVar(&opts.ArgoCDRedis, "argocd-redis", opts.ArgoCDRedis, "address of the Redis of Argo CD's application-controller, to read the apps' resource trees; empty: argocd-redis.<argocd-namespace>.svc:6379; \""+spoke.ArgoCDRedisDisabled+"\": do not read them")
-	flag.StringVar(&opts.ArgoCDRedisUsername, "argocd-redis-username", opts.ArgoCDRedisUsername,
-		"Redis ACL user to read Argo CD's cache as; empty: the default user (whose password writes the cache too)")
-	flag.StringVar(&opts.ArgoCDRedisPasswordSecret, "argocd-redis-password-secret", opts.ArgoCDRedisPasswordSecret,
-		"Secret in the Argo CD namespace that holds the Redis user's password (none when the Secret does not exist)")
-	flag.StringVar(&opts.ArgoCDRedisPasswordKey, "argocd-redis-password-key", opts.ArgoCDRedisPasswordKey, "key of the Redis password in its Secret")
+	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr, "address of the Redis of Argo CD's application-controller, to read the apps' resource trees; empty: argocd-redis.<argocd-namespace>.svc:6379 (or the master the Sentinels of --argocd-sentinel name); \""+spoke.ArgoCDRedisDisabled+"\": do not read them")
+	opts.ArgoCDRedis.AddFlags(flag.CommandLine, "Argo CD's Redis")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling, on loopback only (127.0.0.1:6060; kubectl port-forward reaches it); empty disables it")
 	flag.StringVar(&opts.SpokeKubeconfig, "kubeconfig", "", "kubeconfig of the managed cluster; empty: $KUBECONFIG, else the in-cluster config")
 	klog.InitFlags(nil)

@@ -63,15 +63,8 @@ func main() {
 		"the most ApplicationStatusSlices one cluster's agent may hold on the hub (a ResourceQuota in its cluster namespace; docs/operations.md); 0 keeps no quota, and no bound")
 	var compression string
 	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr,
-		`host:port of the hub Argo CD's Redis, where the manager writes the pulled apps' resource trees for Argo CD's UI and API; empty means argocd-redis.<argocd-namespace>.svc:6379, "`+hub.ResourceTreesDisabled+`" writes none`)
-	flag.StringVar(&opts.ArgoCDRedis.PasswordSecret, "argocd-redis-password-secret", opts.ArgoCDRedis.PasswordSecret,
-		"Secret in the Argo CD namespace that holds the Redis password (none when empty or absent)")
-	flag.StringVar(&opts.ArgoCDRedis.PasswordKey, "argocd-redis-password-key", opts.ArgoCDRedis.PasswordKey, "key of the Redis password in its Secret")
-	flag.BoolVar(&opts.ArgoCDRedis.TLS, "argocd-redis-use-tls", opts.ArgoCDRedis.TLS, "connect to the hub Argo CD's Redis over TLS")
-	flag.StringVar(&opts.ArgoCDRedis.TLSCAFile, "argocd-redis-ca-certificate", opts.ArgoCDRedis.TLSCAFile,
-		"CA bundle that signs the Redis certificate; empty means the system's")
-	flag.BoolVar(&opts.ArgoCDRedis.TLSInsecureSkipVerify, "argocd-redis-insecure-skip-tls-verify", opts.ArgoCDRedis.TLSInsecureSkipVerify,
-		"do not verify the Redis certificate")
+		`host:port of the hub Argo CD's Redis, where the manager writes the pulled apps' resource trees for Argo CD's UI and API; empty means argocd-redis.<argocd-namespace>.svc:6379 (or the master the Sentinels of --argocd-sentinel name), "`+hub.ResourceTreesDisabled+`" writes none`)
+	opts.ArgoCDRedis.AddFlags(flag.CommandLine, "the hub Argo CD's Redis")
 	flag.StringVar(&compression, "argocd-redis-compress", string(opts.ArgoCDRedis.Compression),
 		"compression of the hub Argo CD's cache: gzip or none, as its --redis-compress")
 	flag.DurationVar(&opts.ArgoCDRedis.Expiration, "argocd-app-state-cache-expiration", opts.ArgoCDRedis.Expiration,

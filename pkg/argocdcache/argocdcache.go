@@ -18,10 +18,14 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,51 +299,256 @@ func (r ResourceDiff) FullName() string {
 	return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-// ClientOptions say how to reach an Argo CD's Redis.
+// ClientOptions say how to reach an Argo CD's Redis, with the connection options of
+// Argo CD's own components (util/cache's AddCacheFlagsToCmd): each field names the Argo CD
+// flag or environment variable it mirrors. The manager's and the agent's flags of the same
+// names (with their "argocd-" prefix) set them.
 type ClientOptions struct {
-	// Addr is host:port.
+	// Addr is host:port of Redis (--redis); unused with SentinelAddrs.
 	Addr string
-	// Username is the Redis ACL user (AUTH <username> <password>); empty means the
-	// default user.
+	// DB is the database (--redisdb).
+	DB int
+	// SentinelAddrs are host:port of Redis Sentinels (--sentinel): when set, the client
+	// asks them for the master of the group SentinelMaster (--sentinelmaster) and
+	// follows its failovers, instead of connecting to Addr. The Sentinels themselves
+	// are reached without a password.
+	SentinelAddrs  []string
+	SentinelMaster string
+	// Username is the Redis ACL user (REDIS_USERNAME); empty means the default user.
 	Username string
-	// Password returns Redis' password at each new connection; "" for none. Nil means
-	// none.
-	Password func(ctx context.Context) (string, error)
-	// TLS, when set, connects over TLS (--redis-use-tls).
-	TLS *tls.Config
-	// PoolSize bounds the open connections.
+	// PasswordSecret and PasswordKey name the Secret, in Argo CD's namespace, and its key
+	// that hold the user's password (REDIS_PASSWORD; argocd-redis, auth in a stock
+	// install). It is read at each new connection, so that a rotated password is picked
+	// up; no password when PasswordSecret is empty or the Secret does not exist.
+	PasswordSecret string
+	PasswordKey    string
+	// TLS says how to connect over TLS.
+	TLS TLSOptions
+	// PoolSize bounds the open connections; it is the caller's, not a flag's.
 	PoolSize int
 }
 
-// NewClient returns a client of an Argo CD's Redis. It fails fast (short timeouts, one
-// retry): a caller that cannot reach Redis says so and carries on.
-func NewClient(opts ClientOptions) *redis.Client {
-	o := &redis.Options{
-		Addr:            opts.Addr,
-		TLSConfig:       opts.TLS,
-		Protocol:        2,
-		DisableIdentity: true,
-		DialTimeout:     2 * time.Second,
-		ReadTimeout:     5 * time.Second,
-		WriteTimeout:    5 * time.Second,
-		MaxRetries:      1,
-		PoolSize:        opts.PoolSize,
+// TLSOptions say how to connect to Redis over TLS, as Argo CD's flags do.
+type TLSOptions struct {
+	// Enabled connects over TLS (--redis-use-tls).
+	Enabled bool
+	// CAFile is the PEM bundle of the CAs that sign Redis' certificate
+	// (--redis-ca-certificate); empty means the system's.
+	CAFile string
+	// ClientCertFile and ClientKeyFile are the PEM certificate and key that the client
+	// presents to a Redis that authenticates clients (--redis-client-certificate,
+	// --redis-client-key; tls-auth-clients in redis.conf).
+	ClientCertFile string
+	ClientKeyFile  string
+	// InsecureSkipVerify does not verify Redis' certificate
+	// (--redis-insecure-skip-tls-verify).
+	InsecureSkipVerify bool
+}
+
+// DefaultSentinelMaster is Argo CD's --sentinelmaster default.
+const DefaultSentinelMaster = "master"
+
+// Validate reports options that cannot work, or that contradict each other where Argo CD
+// would silently pick one.
+func (o ClientOptions) Validate() error {
+	var errs []error
+	switch {
+	case o.Addr == "" && len(o.SentinelAddrs) == 0:
+		errs = append(errs, errors.New("neither a Redis address nor Sentinels"))
+	case o.Addr != "" && len(o.SentinelAddrs) > 0:
+		errs = append(errs, fmt.Errorf("both a Redis address (%s) and Sentinels (%s): the Sentinels name the master", o.Addr, strings.Join(o.SentinelAddrs, ",")))
+	}
+	addrs := o.SentinelAddrs
+	if len(addrs) == 0 && o.Addr != "" {
+		addrs = []string{o.Addr}
+	}
+	for _, addr := range addrs {
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			errs = append(errs, fmt.Errorf("the Redis address %q is not host:port", addr))
+		}
+	}
+	if len(o.SentinelAddrs) > 0 && o.SentinelMaster == "" {
+		errs = append(errs, errors.New("the Sentinels without the name of their master group"))
+	}
+	if o.DB < 0 {
+		errs = append(errs, fmt.Errorf("the Redis database %d is negative", o.DB))
+	}
+	if o.PasswordSecret != "" && o.PasswordKey == "" {
+		errs = append(errs, fmt.Errorf("the Redis password Secret %s without a key", o.PasswordSecret))
+	}
+	if o.Username != "" && o.PasswordSecret == "" {
+		errs = append(errs, fmt.Errorf("the Redis user %q without a password Secret", o.Username))
+	}
+	t := o.TLS
+	if !t.Enabled && (t.CAFile != "" || t.ClientCertFile != "" || t.ClientKeyFile != "" || t.InsecureSkipVerify) {
+		errs = append(errs, errors.New("a TLS option (CA, client certificate or key, skipping verification) without TLS"))
+	}
+	if (t.ClientCertFile == "") != (t.ClientKeyFile == "") {
+		errs = append(errs, fmt.Errorf("a Redis client certificate (%q) needs its key (%q), and a key its certificate", t.ClientCertFile, t.ClientKeyFile))
+	}
+	if t.InsecureSkipVerify && t.CAFile != "" {
+		errs = append(errs, fmt.Errorf("a Redis CA (%s) with skipping the verification of Redis' certificate: choose one", t.CAFile))
+	}
+	return errors.Join(errs...)
+}
+
+// AddFlags registers on fs a flag for each option but Addr and PoolSize, named as Argo
+// CD's with the prefix "argocd-" (--argocd-redisdb, --argocd-sentinel, ...), their
+// defaults o's. whose says, in their help, whose Redis it is.
+func (o *ClientOptions) AddFlags(fs *flag.FlagSet, whose string) {
+	fs.IntVar(&o.DB, "argocd-redisdb", o.DB, "database of "+whose+", as its --redisdb")
+	fs.Var(sentinelsFlag{&o.SentinelAddrs}, "argocd-sentinel",
+		"host:port of a Sentinel of "+whose+", as its --sentinel; repeat the flag, or separate them with commas. With Sentinels the master they name is written, and --argocd-redis must be empty")
+	fs.StringVar(&o.SentinelMaster, "argocd-sentinelmaster", o.SentinelMaster, "the Sentinels' master group name, as its --sentinelmaster")
+	fs.StringVar(&o.Username, "argocd-redis-username", o.Username, "Redis ACL user to authenticate as (REDIS_USERNAME); empty: the default user")
+	fs.StringVar(&o.PasswordSecret, "argocd-redis-password-secret", o.PasswordSecret,
+		"Secret in the Argo CD namespace that holds the Redis user's password, read at each new connection (REDIS_PASSWORD); none when empty or when the Secret does not exist")
+	fs.StringVar(&o.PasswordKey, "argocd-redis-password-key", o.PasswordKey, "key of the Redis password in its Secret")
+	fs.BoolVar(&o.TLS.Enabled, "argocd-redis-use-tls", o.TLS.Enabled, "connect to "+whose+" over TLS, as its --redis-use-tls")
+	fs.StringVar(&o.TLS.CAFile, "argocd-redis-ca-certificate", o.TLS.CAFile, "PEM bundle of the CAs that sign Redis' certificate; empty: the system's")
+	fs.StringVar(&o.TLS.ClientCertFile, "argocd-redis-client-certificate", o.TLS.ClientCertFile,
+		"PEM client certificate to present to Redis (tls-auth-clients), with --argocd-redis-client-key")
+	fs.StringVar(&o.TLS.ClientKeyFile, "argocd-redis-client-key", o.TLS.ClientKeyFile, "PEM key of --argocd-redis-client-certificate")
+	fs.BoolVar(&o.TLS.InsecureSkipVerify, "argocd-redis-insecure-skip-tls-verify", o.TLS.InsecureSkipVerify, "do not verify Redis' certificate")
+}
+
+// Args returns the flags of AddFlags that give o's options, but those at their zero
+// value: what a process renders for another's command line (the hub for the agent's).
+func (o ClientOptions) Args() []string {
+	var args []string
+	add := func(name, value string) {
+		if value != "" && value != "0" && value != "false" {
+			args = append(args, "--"+name+"="+value)
+		}
+	}
+	add("argocd-redisdb", strconv.Itoa(o.DB))
+	for _, addr := range o.SentinelAddrs {
+		add("argocd-sentinel", addr)
+	}
+	if len(o.SentinelAddrs) > 0 {
+		add("argocd-sentinelmaster", o.SentinelMaster)
+	}
+	add("argocd-redis-username", o.Username)
+	add("argocd-redis-password-secret", o.PasswordSecret)
+	add("argocd-redis-password-key", o.PasswordKey)
+	add("argocd-redis-use-tls", strconv.FormatBool(o.TLS.Enabled))
+	add("argocd-redis-ca-certificate", o.TLS.CAFile)
+	add("argocd-redis-client-certificate", o.TLS.ClientCertFile)
+	add("argocd-redis-client-key", o.TLS.ClientKeyFile)
+	add("argocd-redis-insecure-skip-tls-verify", strconv.FormatBool(o.TLS.InsecureSkipVerify))
+	return args
+}
+
+// sentinelsFlag is a repeatable flag of comma-separated host:port.
+type sentinelsFlag struct{ addrs *[]string }
+
+func (f sentinelsFlag) String() string {
+	if f.addrs == nil {
+		return ""
+	}
+	return strings.Join(*f.addrs, ",")
+}
+
+func (f sentinelsFlag) Set(v string) error {
+	for _, addr := range strings.Split(v, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			*f.addrs = append(*f.addrs, addr)
+		}
+	}
+	return nil
+}
+
+// Target says which Redis the options reach, for messages.
+func (o ClientOptions) Target() string {
+	if len(o.SentinelAddrs) > 0 {
+		return fmt.Sprintf("master %s of the Sentinels %s", o.SentinelMaster, strings.Join(o.SentinelAddrs, ","))
+	}
+	return o.Addr
+}
+
+// config returns the TLS configuration that Argo CD builds from the same options: the
+// client certificate, if any; then no verification, or the CA file's CAs, or the
+// system's. Nil without TLS.
+func (t TLSOptions) config() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.ClientCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.ClientCertFile, t.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load the Redis client certificate %s and key %s: %w", t.ClientCertFile, t.ClientKeyFile, err)
+		}
+		config.Certificates = []tls.Certificate{cert}
 	}
 	switch {
-	case opts.Password != nil:
-		o.CredentialsProviderContext = func(ctx context.Context) (string, string, error) {
-			password, err := opts.Password(ctx)
-			if err == nil && password == "" && opts.Username != "" {
+	case t.InsecureSkipVerify:
+		config.InsecureSkipVerify = true
+	case t.CAFile != "":
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the Redis CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("the Redis CA file %s holds no PEM certificate", t.CAFile)
+		}
+		config.RootCAs = pool
+	default:
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			return nil, fmt.Errorf("read the system's CAs for Redis' certificate: %w", err)
+		}
+		config.RootCAs = pool
+	}
+	return config, nil
+}
+
+// NewClient returns a client of an Argo CD's Redis, built as Argo CD builds its own
+// (util/cache: buildRedisClient, or buildFailoverRedisClient with Sentinels), with the
+// password of opts.PasswordSecret read through secrets at each new connection. It fails
+// fast (short timeouts, one retry): a caller that cannot reach Redis says so and carries
+// on. An error is a bad option or an unreadable TLS file.
+func NewClient(opts ClientOptions, secrets SecretGetter) (*redis.Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	tlsConfig, err := opts.TLS.config()
+	if err != nil {
+		return nil, err
+	}
+	var credentials func(ctx context.Context) (string, string, error)
+	if opts.PasswordSecret != "" {
+		password := passwordFromSecret(secrets, opts.PasswordSecret, opts.PasswordKey)
+		credentials = func(ctx context.Context) (string, string, error) {
+			p, err := password(ctx)
+			if err == nil && p == "" && opts.Username != "" {
 				// Without a password go-redis would not authenticate, and the connection
 				// would act as the default user.
 				err = fmt.Errorf("no password for the Redis user %q", opts.Username)
 			}
-			return opts.Username, password, err
+			return opts.Username, p, err
 		}
-	case opts.Username != "":
-		o.Username = opts.Username
 	}
-	return redis.NewClient(o)
+	const dial, read, write, retries = 2 * time.Second, 5 * time.Second, 5 * time.Second, 1
+	if len(opts.SentinelAddrs) > 0 {
+		client := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: opts.SentinelMaster, SentinelAddrs: opts.SentinelAddrs,
+			DB: opts.DB, TLSConfig: tlsConfig, Protocol: 2, DisableIdentity: true,
+			DialTimeout: dial, ReadTimeout: read, WriteTimeout: write, MaxRetries: retries, PoolSize: opts.PoolSize,
+		})
+		// go-redis 9.8's FailoverOptions take no credentials provider. The master's
+		// connections authenticate with the client's Options, which this sets before the
+		// first connection; the Sentinels' with FailoverOptions, which leave them
+		// unauthenticated. TestSentinelFailoverClient checks it on a real Sentinel.
+		client.Options().CredentialsProviderContext = credentials
+		return client, nil
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: opts.Addr, DB: opts.DB, TLSConfig: tlsConfig, Protocol: 2, DisableIdentity: true,
+		DialTimeout: dial, ReadTimeout: read, WriteTimeout: write, MaxRetries: retries, PoolSize: opts.PoolSize,
+		CredentialsProviderContext: credentials,
+	}), nil
 }
 
 // SecretGetter reads a Secret of Argo CD's namespace: client-go's typed SecretInterface,
@@ -348,11 +557,11 @@ type SecretGetter interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
 }
 
-// PasswordFromSecret returns a ClientOptions.Password that reads the password from key of
-// the Secret name (RedisSecret and RedisPasswordKey in a stock install) at each new
+// passwordFromSecret returns a function that reads the password from key of the Secret
+// name (RedisSecret and RedisPasswordKey in a stock install) at each new
 // connection, so that a rotated password is picked up; none when the Secret does not
 // exist (Redis without a password).
-func PasswordFromSecret(secrets SecretGetter, name, key string) func(context.Context) (string, error) {
+func passwordFromSecret(secrets SecretGetter, name, key string) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
 		secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

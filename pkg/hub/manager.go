@@ -126,8 +126,8 @@ type Options struct {
 	GracefulShutdown time.Duration
 	// ArgoCDRedis is how the manager writes the pulled apps' resource trees into the hub
 	// Argo CD's cache, for its UI and API (pkg/hub/resourcetree). An empty Addr means
-	// argocd-redis.<ArgoCDNamespace>.svc:6379, a stock install's; ResourceTreesDisabled
-	// turns the writes off.
+	// argocd-redis.<ArgoCDNamespace>.svc:6379, a stock install's, unless Sentinels are set;
+	// ResourceTreesDisabled turns the writes off.
 	ArgoCDRedis resourcetree.RedisOptions
 }
 
@@ -194,7 +194,8 @@ func DefaultOptions() Options {
 		AgentWatchNamespaces:      []string{"argocd"},
 		GracefulShutdown:          30 * time.Second,
 		ArgoCDRedis: resourcetree.RedisOptions{
-			PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+			ClientOptions: argocdcache.ClientOptions{PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+				SentinelMaster: argocdcache.DefaultSentinelMaster},
 			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
 		},
 	}
@@ -242,7 +243,10 @@ func (o Options) Validate() error {
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
 	}
-	if o.ArgoCDRedis.Addr != ResourceTreesDisabled {
+	if trees, ok := o.ResourceTreeOptions(); ok {
+		if err := trees.Redis.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
+		}
 		if _, err := argocdcache.ParseCompression(string(o.ArgoCDRedis.Compression)); err != nil {
 			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
 		}
@@ -299,7 +303,7 @@ func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
 	if redis.Addr == ResourceTreesDisabled {
 		return resourcetree.Options{}, false
 	}
-	if redis.Addr == "" {
+	if redis.Addr == "" && len(redis.SentinelAddrs) == 0 {
 		redis.Addr = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
 	}
 	return resourcetree.Options{

@@ -189,10 +189,11 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 		}
 	})
 	var reader *treeReader
-	if opts.ArgoCDRedis != ArgoCDRedisDisabled {
+	if opts.ArgoCDRedis.Addr != ArgoCDRedisDisabled {
 		secrets := dynamicSecrets{r: a.spokeDynamic.Resource(secretGVR).Namespace(opts.ArgoCDNamespace)}
-		reader = newTreeReader(redisReaderOptions{addr: opts.ArgoCDRedis, username: opts.ArgoCDRedisUsername,
-			passwordSecret: opts.ArgoCDRedisPasswordSecret, passwordKey: opts.ArgoCDRedisPasswordKey}, opts.ArgoCDNamespace, secrets, log)
+		if reader, err = newTreeReader(opts.ArgoCDRedis, opts.ArgoCDNamespace, secrets, log); err != nil {
+			return err
+		}
 		defer reader.Close()
 		a.goFunc(func() {
 			reader.Watch(ctx, func(namespace, name string) {

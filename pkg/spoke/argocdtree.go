@@ -37,27 +37,16 @@ type treeReader struct {
 // treeRetryAfter is how long the reader gives up on an unreachable Redis.
 const treeRetryAfter = 10 * time.Second
 
-// redisReaderOptions say how the agent reaches Argo CD's Redis: its address, the ACL user
-// (empty: the default user), and the Secret of Argo CD's namespace and its key that hold
-// the user's password.
-type redisReaderOptions struct {
-	addr, username, passwordSecret, passwordKey string
-}
-
-// newTreeReader returns a reader of the Redis at o.addr, authenticated as o.username with
-// the password of the Secret o.passwordSecret, read at each new connection; none when the
-// Secret does not exist.
-func newTreeReader(o redisReaderOptions, argoCDNamespace string, secrets argocdcache.SecretGetter, log logr.Logger) *treeReader {
-	return &treeReader{
-		argoCDNamespace: argoCDNamespace,
-		log:             log,
-		client: argocdcache.NewClient(argocdcache.ClientOptions{
-			Addr:     o.addr,
-			Username: o.username,
-			Password: argocdcache.PasswordFromSecret(secrets, o.passwordSecret, o.passwordKey),
-			PoolSize: 2,
-		}),
+// newTreeReader returns a reader of the Redis that o says, authenticated as o.Username
+// with the password of the Secret o.PasswordSecret of Argo CD's namespace, read through
+// secrets at each new connection; none when the Secret does not exist.
+func newTreeReader(o argocdcache.ClientOptions, argoCDNamespace string, secrets argocdcache.SecretGetter, log logr.Logger) (*treeReader, error) {
+	o.PoolSize = 2
+	client, err := argocdcache.NewClient(o, secrets)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Argo CD's Redis: %w", err)
 	}
+	return &treeReader{argoCDNamespace: argoCDNamespace, log: log, client: client}, nil
 }
 
 // Close closes the connections.

@@ -2,66 +2,20 @@ package spoke
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/test/redisserver"
 )
-
-// startRedis runs a real redis-server on a free loopback port, its default user's
-// password defaultPassword, until the test ends; it skips the test without redis-server.
-func startRedis(t *testing.T, defaultPassword string) string {
-	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the test against a real Redis and its ACL")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(server, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--dir", dir, "--save", "", "--appendonly", "no",
-		"--requirepass", defaultPassword, "--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Logf("redis-server log:\n%s", log)
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	admin := redis.NewClient(&redis.Options{Addr: addr, Password: defaultPassword, DisableIdentity: true})
-	defer admin.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err := admin.Ping(context.Background()).Err(); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s does not answer: %v", addr, err)
-		}
-	}
-	return addr
-}
 
 // TestReadTreeAsReadOnlyRedisUser runs a real redis-server with the ACL user that
 // docs/operations.md tells operators to make for the agent (argocdcache.ReaderACLRules):
@@ -71,29 +25,21 @@ func startRedis(t *testing.T, defaultPassword string) string {
 // argocd-redis Secret's) writes.
 func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	const defaultPassword, agentUser, agentPassword = "default-s3cret", "argocd-pull-agent", "agent-s3cret"
-	addr := startRedis(t, defaultPassword)
+	server := redisserver.Start(t, redisserver.Options{Password: defaultPassword})
+	addr := server.Addr
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: addr, Password: defaultPassword, DisableIdentity: true})
-	defer admin.Close()
-	setUser := append([]any{"ACL", "SETUSER", agentUser, "on", ">" + agentPassword}, toAny(argocdcache.ReaderACLRules())...)
-	if err := admin.Do(ctx, setUser...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
+	admin := server.Admin(t, 0)
 	if err := admin.Set(ctx, "app|resources-tree|web|1.8.3.gz", gzipped(t, strings.Replace(argoCDTreeJSON, "%s", "", 1)), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Do(ctx, "ACL", "LOG", "RESET").Err(); err != nil {
-		t.Fatal(err)
-	}
+	server.ACLSetUser(t, agentUser, agentPassword, argocdcache.ReaderACLRules())
 
 	// The agent's reader, as the agent's user, its password from its own Secret.
 	secrets := fake.NewClientset(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-redis", Namespace: "argocd"},
 		Data:       map[string][]byte{"password": []byte(agentPassword)},
 	}).CoreV1().Secrets("argocd")
-	r := newTreeReader(redisReaderOptions{addr: addr, username: agentUser, passwordSecret: "argocd-pull-redis", passwordKey: "password"},
-		"argocd", secrets, logr.Discard())
-	defer r.Close()
+	r := mustTreeReader(t, argocdcache.ClientOptions{Addr: addr, Username: agentUser, PasswordSecret: "argocd-pull-redis", PasswordKey: "password"}, secrets)
 	tree := r.Read(ctx, "argocd", "web")
 	if tree.Unavailable != "" || len(tree.Nodes) != 2 {
 		t.Fatalf("the tree, read as %s: %+v", agentUser, tree)
@@ -125,11 +71,7 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	}
 	// go-redis pings an idle subscription every 3 s.
 	time.Sleep(4 * time.Second)
-	refusals, err := admin.Do(ctx, "ACL", "LOG").Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(refusals) != 0 {
+	if refusals := server.ACLLog(t); len(refusals) != 0 {
 		t.Errorf("Redis refused the reader %d times: %v", len(refusals), refusals)
 	}
 
@@ -164,11 +106,81 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	}
 
 	// A user without its password never falls back to the default user.
-	none := newTreeReader(redisReaderOptions{addr: addr, username: agentUser, passwordSecret: "missing", passwordKey: "password"},
-		"argocd", secrets, logr.Discard())
-	defer none.Close()
+	none := mustTreeReader(t, argocdcache.ClientOptions{Addr: addr, Username: agentUser, PasswordSecret: "missing", PasswordKey: "password"}, secrets)
 	if tree := none.Read(ctx, "argocd", "web"); !strings.Contains(tree.Unavailable, `no password for the Redis user "argocd-pull-agent"`) {
 		t.Errorf("a user without its password Secret: %+v", tree)
+	}
+}
+
+// TestReadTreeOverTLS runs a real redis-server that speaks TLS only and requires a client
+// certificate signed by its CA (tls-auth-clients yes), with the app's tree in database 3:
+// the agent's reader, with the options its flags give (--argocd-redis-use-tls, the CA
+// and the client certificate files, --argocd-redisdb=3) and as the read-only ACL user,
+// reads the tree and hears its notification. Without the client certificate, or without
+// TLS, it reports the tree unavailable, saying why; in database 0 it finds no tree.
+func TestReadTreeOverTLS(t *testing.T) {
+	const agentUser, agentPassword = "argocd-pull-agent", "agent-s3cret"
+	certs := redisserver.NewTLS(t)
+	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret", TLS: certs, AuthClients: "yes"})
+	ctx := context.Background()
+	if err := server.Admin(t, 3).Set(ctx, "app|resources-tree|web|1.8.3.gz", gzipped(t, strings.Replace(argoCDTreeJSON, "%s", "", 1)), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A database other than 0 is selected on each new connection: docs/operations.md
+	// adds +select to the user's rules then.
+	server.ACLSetUser(t, agentUser, agentPassword, append(argocdcache.ReaderACLRules(), "+select"))
+	secrets := fake.NewClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-redis", Namespace: "argocd"},
+		Data:       map[string][]byte{"password": []byte(agentPassword)},
+	}).CoreV1().Secrets("argocd")
+	opts := argocdcache.ClientOptions{Addr: server.Addr, DB: 3, Username: agentUser, PasswordSecret: "argocd-pull-redis", PasswordKey: "password",
+		TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}}
+
+	r := mustTreeReader(t, opts, secrets)
+	if tree := r.Read(ctx, "argocd", "web"); tree.Unavailable != "" || len(tree.Nodes) != 2 {
+		t.Fatalf("the tree, read over TLS from database 3: %+v", tree)
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan string, 4)
+	go r.Watch(watchCtx, func(ns, name string) { changed <- ns + "/" + name })
+	admin := server.Admin(t, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := admin.PubSubNumPat(ctx).Result(); err == nil && n == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the reader did not subscribe over TLS: %d patterns, %v", n, err)
+		}
+	}
+	if err := admin.Publish(ctx, argocdcache.ManagedResourcesKey("web"), "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case app := <-changed:
+		if app != "argocd/web" {
+			t.Errorf("notified of %s, want argocd/web", app)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tree notification over TLS")
+	}
+	if refusals := server.ACLLog(t); len(refusals) != 0 {
+		t.Errorf("Redis refused the reader %d times: %v", len(refusals), refusals)
+	}
+
+	db0 := opts
+	db0.DB = 0
+	if tree := mustTreeReader(t, db0, secrets).Read(ctx, "argocd", "web"); !strings.Contains(tree.Unavailable, "no resource tree") {
+		t.Errorf("the tree, read from database 0: %+v", tree)
+	}
+	noCert := opts
+	noCert.TLS.ClientCertFile, noCert.TLS.ClientKeyFile = "", ""
+	if tree := mustTreeReader(t, noCert, secrets).Read(ctx, "argocd", "web"); tree.Unavailable == "" {
+		t.Errorf("the tree, read without the client certificate that Redis requires: %+v", tree)
+	}
+	plain := opts
+	plain.TLS = argocdcache.TLSOptions{}
+	if tree := mustTreeReader(t, plain, secrets).Read(ctx, "argocd", "web"); tree.Unavailable == "" {
+		t.Errorf("the tree, read without TLS: %+v", tree)
 	}
 }
 
@@ -183,12 +195,4 @@ func TestOperationsDocumentsTheReaderACL(t *testing.T) {
 	if !strings.Contains(string(doc), want) {
 		t.Errorf("docs/operations.md does not show the agent's ACL user as\n  %s", want)
 	}
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }

@@ -43,8 +43,19 @@ func gzipped(t *testing.T, s string) string {
 
 // defaultRedisReader is how a stock agent reaches the Redis at addr: the default user,
 // with the password of Argo CD's argocd-redis Secret.
-func defaultRedisReader(addr string) redisReaderOptions {
-	return redisReaderOptions{addr: addr, passwordSecret: argocdcache.RedisSecret, passwordKey: argocdcache.RedisPasswordKey}
+func defaultRedisReader(addr string) argocdcache.ClientOptions {
+	return argocdcache.ClientOptions{Addr: addr, PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}
+}
+
+// mustTreeReader is newTreeReader of options that are valid.
+func mustTreeReader(t *testing.T, o argocdcache.ClientOptions, secrets argocdcache.SecretGetter) *treeReader {
+	t.Helper()
+	r, err := newTreeReader(o, "argocd", secrets, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 func TestReadTree(t *testing.T) {
@@ -54,8 +65,7 @@ func TestReadTree(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data:       map[string][]byte{"auth": []byte("s3cret")},
 	}).CoreV1().Secrets("argocd")
-	r := newTreeReader(defaultRedisReader(redis.Addr()), "argocd", secrets, logr.Discard())
-	defer r.Close()
+	r := mustTreeReader(t, defaultRedisReader(redis.Addr()), secrets)
 	ctx := context.Background()
 
 	// An app in Argo CD's namespace, one shard, gzip (the default).
@@ -124,8 +134,7 @@ func TestReadTree(t *testing.T) {
 
 func TestWatchTrees(t *testing.T) {
 	redis := miniredis.RunT(t)
-	r := newTreeReader(defaultRedisReader(redis.Addr()), "argocd", fake.NewClientset().CoreV1().Secrets("argocd"), logr.Discard())
-	defer r.Close()
+	r := mustTreeReader(t, defaultRedisReader(redis.Addr()), fake.NewClientset().CoreV1().Secrets("argocd"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan string, 4)

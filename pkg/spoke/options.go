@@ -49,25 +49,20 @@ type Options struct {
 	// ArgoCDNamespace is the namespace of Argo CD's application-controller: it names the
 	// apps of that namespace in its cache, and holds the Redis password Secret.
 	ArgoCDNamespace string
-	// ArgoCDRedis is the address of the Redis of Argo CD's application-controller, from
-	// which the agent reads each app's resource tree; empty means
-	// argocd-redis.<ArgoCDNamespace>.svc:6379, Argo CD's install, and ArgoCDRedisDisabled
-	// disables the tree.
-	ArgoCDRedis string
-	// ArgoCDRedisUsername is the Redis ACL user the agent reads as; empty means Redis'
-	// default user, whose password (argocd-redis's) writes the cache too. A user allowed
-	// GET on the tree keys and PSUBSCRIBE on their channel only makes the agent's access
-	// read-only (docs/operations.md, "The agent's Redis user").
-	ArgoCDRedisUsername string
-	// ArgoCDRedisPasswordSecret and ArgoCDRedisPasswordKey name the Secret, in
-	// ArgoCDNamespace, and its key that hold the password of that user (Argo CD's
-	// argocd-redis, auth, for the default user); no password when the Secret does not
-	// exist.
-	ArgoCDRedisPasswordSecret string
-	ArgoCDRedisPasswordKey    string
+	// ArgoCDRedis says how to reach the Redis of Argo CD's application-controller, from
+	// which the agent reads each app's resource tree: an empty Addr (without Sentinels)
+	// means argocd-redis.<ArgoCDNamespace>.svc:6379, Argo CD's install, and
+	// ArgoCDRedisDisabled disables the tree. Its Username is the Redis ACL user the agent
+	// reads as; empty means Redis' default user, whose password (argocd-redis's) writes
+	// the cache too. A user allowed GET on the tree keys and PSUBSCRIBE on their channel
+	// only makes the agent's access read-only (docs/operations.md, "The agent's Redis
+	// user"). Its PasswordSecret and PasswordKey name the Secret, in ArgoCDNamespace, and
+	// its key that hold that user's password (Argo CD's argocd-redis, auth, for the
+	// default user).
+	ArgoCDRedis argocdcache.ClientOptions
 }
 
-// ArgoCDRedisDisabled as Options.ArgoCDRedis makes the agent report apps without their
+// ArgoCDRedisDisabled as Options.ArgoCDRedis.Addr makes the agent report apps without their
 // resource tree, saying so on each.
 const ArgoCDRedisDisabled = "none"
 
@@ -80,9 +75,8 @@ func DefaultOptions() Options {
 		ArgoCDNamespace: argoapp.DefaultAppNamespace,
 		PublishDelay:    200 * time.Millisecond,
 		ResyncPeriod:    10 * time.Minute,
-
-		ArgoCDRedisPasswordSecret: argocdcache.RedisSecret,
-		ArgoCDRedisPasswordKey:    argocdcache.RedisPasswordKey,
+		ArgoCDRedis: argocdcache.ClientOptions{PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+			SentinelMaster: argocdcache.DefaultSentinelMaster},
 	}
 }
 
@@ -107,14 +101,17 @@ func (o Options) withDefaults() Options {
 	if o.ArgoCDNamespace == "" {
 		o.ArgoCDNamespace = d.ArgoCDNamespace
 	}
-	if o.ArgoCDRedis == "" {
-		o.ArgoCDRedis = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	if o.ArgoCDRedis.Addr == "" && len(o.ArgoCDRedis.SentinelAddrs) == 0 {
+		o.ArgoCDRedis.Addr = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
 	}
-	if o.ArgoCDRedisPasswordSecret == "" {
-		o.ArgoCDRedisPasswordSecret = d.ArgoCDRedisPasswordSecret
+	if o.ArgoCDRedis.PasswordSecret == "" {
+		o.ArgoCDRedis.PasswordSecret = d.ArgoCDRedis.PasswordSecret
 	}
-	if o.ArgoCDRedisPasswordKey == "" {
-		o.ArgoCDRedisPasswordKey = d.ArgoCDRedisPasswordKey
+	if o.ArgoCDRedis.PasswordKey == "" {
+		o.ArgoCDRedis.PasswordKey = d.ArgoCDRedis.PasswordKey
+	}
+	if o.ArgoCDRedis.SentinelMaster == "" {
+		o.ArgoCDRedis.SentinelMaster = d.ArgoCDRedis.SentinelMaster
 	}
 	return o
 }
@@ -153,6 +150,11 @@ func (o Options) Validate() error {
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("the resync period %v is not positive", o.ResyncPeriod))
+	}
+	if o.ArgoCDRedis.Addr != ArgoCDRedisDisabled {
+		if err := o.ArgoCDRedis.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("the Redis of Argo CD: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -189,7 +189,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 
 	f.redis = miniredis.RunT(t)
 	f.opts = DefaultOptions()
-	f.opts.ArgoCDRedis = f.redis.Addr()
+	f.opts.ArgoCDRedis.Addr = f.redis.Addr()
 	f.opts.ClusterName = f.cluster
 	f.opts.AddonNamespace = f.addonNS
 	f.opts.WatchNamespaces = []string{f.appNS}

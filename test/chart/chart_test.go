@@ -8,19 +8,23 @@ package chart
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
@@ -331,6 +335,104 @@ func TestNonDefaultValues(t *testing.T) {
 	}
 }
 
+// TestHubArgoCDCacheValuesAreTheManagersRedisOptions renders the chart with values of
+// hubArgoCDCache and parses the manager's args with the manager's own Redis flags
+// (argocdcache.ClientOptions.AddFlags, from hub.DefaultOptions): each value sets its
+// option and nothing else, the options are valid, and the CA and client certificate
+// files are in the volumes of the ConfigMap and the Secret that the values name.
+func TestHubArgoCDCacheValuesAreTheManagersRedisOptions(t *testing.T) {
+	defaults := hub.DefaultOptions().ArgoCDRedis.ClientOptions
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want func(o *argocdcache.ClientOptions)
+		// volumes are the sources, "configMap <name>" or "secret <name>", of the files
+		// the options name.
+		volumes []string
+	}{
+		{"defaults", nil, func(o *argocdcache.ClientOptions) { o.Addr = "argocd-redis.argocd.svc:6379" }, nil},
+		{"address, database, user", []string{"hubArgoCDCache.redisAddress=redis.example:6380", "hubArgoCDCache.db=3",
+			"hubArgoCDCache.username=argocd-pull-manager", "hubArgoCDCache.passwordSecret.name=argocd-pull-redis", "hubArgoCDCache.passwordSecret.key=password"},
+			func(o *argocdcache.ClientOptions) {
+				o.Addr, o.DB, o.Username, o.PasswordSecret, o.PasswordKey = "redis.example:6380", 3, "argocd-pull-manager", "argocd-pull-redis", "password"
+			}, nil},
+		{"Sentinels", []string{"hubArgoCDCache.sentinels={argocd-redis-ha-announce-0:26379,argocd-redis-ha-announce-1:26379}",
+			"hubArgoCDCache.sentinelMaster=argocd"},
+			func(o *argocdcache.ClientOptions) {
+				o.SentinelAddrs, o.SentinelMaster = []string{"argocd-redis-ha-announce-0:26379", "argocd-redis-ha-announce-1:26379"}, "argocd"
+			}, nil},
+		{"TLS with a CA and a client certificate", []string{"hubArgoCDCache.tls.enabled=true", "hubArgoCDCache.tls.caConfigMap.name=redis-ca",
+			"hubArgoCDCache.tls.caConfigMap.key=ca.pem", "hubArgoCDCache.tls.clientCertSecret.name=argocd-pull-redis-client"},
+			func(o *argocdcache.ClientOptions) {
+				o.Addr = "argocd-redis.argocd.svc:6379"
+				o.TLS = argocdcache.TLSOptions{Enabled: true, CAFile: "/etc/argocd-pull/redis-ca/ca.pem",
+					ClientCertFile: "/etc/argocd-pull/redis-client/tls.crt", ClientKeyFile: "/etc/argocd-pull/redis-client/tls.key"}
+			}, []string{"configMap redis-ca", "secret argocd-pull-redis-client", "secret argocd-pull-redis-client"}},
+		{"TLS unverified", []string{"hubArgoCDCache.tls.enabled=true", "hubArgoCDCache.tls.insecureSkipVerify=true"},
+			func(o *argocdcache.ClientOptions) {
+				o.Addr, o.TLS = "argocd-redis.argocd.svc:6379", argocdcache.TLSOptions{Enabled: true, InsecureSkipVerify: true}
+			}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deploy := convert[appsv1.Deployment](t, one(t, render(t, tc.set...), "Deployment", namespace+"/"+managerName))
+			pod := deploy.Spec.Template.Spec
+			got := defaults
+			fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+			fs.StringVar(&got.Addr, "argocd-redis", got.Addr, "")
+			got.AddFlags(fs, "")
+			var redisArgs []string
+			for _, arg := range pod.Containers[0].Args {
+				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+				if fs.Lookup(name) != nil {
+					redisArgs = append(redisArgs, arg)
+				}
+			}
+			if err := fs.Parse(redisArgs); err != nil {
+				t.Fatalf("the manager's Redis flags %v: %v", redisArgs, err)
+			}
+			want := defaults
+			tc.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the manager's Redis options from %v:\n  %+v\nwant\n  %+v", redisArgs, got, want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("the chart renders invalid Redis options: %v", err)
+			}
+			var volumes []string
+			for _, file := range []string{got.TLS.CAFile, got.TLS.ClientCertFile, got.TLS.ClientKeyFile} {
+				if file != "" {
+					volumes = append(volumes, volumeOf(t, pod, file))
+				}
+			}
+			if !slices.Equal(volumes, tc.volumes) {
+				t.Errorf("the Redis files are in the volumes %v, want %v", volumes, tc.volumes)
+			}
+		})
+	}
+}
+
+// volumeOf returns the source of the volume that holds file in pod's container:
+// "configMap <name>" or "secret <name>".
+func volumeOf(t *testing.T, pod corev1.PodSpec, file string) string {
+	t.Helper()
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if filepath.Dir(file) != m.MountPath {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			switch {
+			case v.Name != m.Name:
+			case v.ConfigMap != nil:
+				return "configMap " + v.ConfigMap.Name
+			case v.Secret != nil:
+				return "secret " + v.Secret.SecretName
+			}
+		}
+	}
+	t.Errorf("no volume holds %s", file)
+	return ""
+}
+
 // appVersion reads the chart's appVersion.
 func appVersion(t *testing.T) string {
 	t.Helper()
@@ -498,6 +600,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"agent.imagePullSecrets[0].name=Bad_Name", "at '/agent/imagePullSecrets/0/name'"},
 		{"installStrategy.type=Placements,installStrategy.placement.clusterSet=", "at '/installStrategy/placement/clusterSet': minLength: got 0, want 1"},
 		{"installStrategy.placement.rolloutStrategy.type=Fast", "at '/installStrategy/placement/rolloutStrategy/type'"},
+		{"hubArgoCDCache.db=-1", "at '/hubArgoCDCache/db': minimum: got -1, want 0"},
+		{"hubArgoCDCache.sentinels={argocd-redis-ha-announce-0}", "at '/hubArgoCDCache/sentinels/0'"},
+		{"hubArgoCDCache.sentinelMaster=", "at '/hubArgoCDCache/sentinelMaster'"},
+		{"hubArgoCDCache.username=two words", "at '/hubArgoCDCache/username'"},
+		{"hubArgoCDCache.tls.clientCertSecret.name=Bad_Name", "at '/hubArgoCDCache/tls/clientCertSecret/name'"},
 		{"replica=2", "additional properties 'replica' not allowed"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {

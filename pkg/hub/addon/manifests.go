@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -134,7 +135,7 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 	// The apps' resource trees: the password of Argo CD's Redis, and no other Secret.
 	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-			ResourceNames: []string{vars.redisPasswordSecret}, Verbs: []string{"get"}},
+			ResourceNames: []string{vars.redis.PasswordSecret}, Verbs: []string{"get"}},
 	)...)
 	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {
@@ -215,9 +216,6 @@ func agentDeployment(v agentValues, vars agentVariableValues, adc *addonv1beta1.
 			"--addon-namespace=" + v.InstallNamespace,
 			"--watch-namespaces=" + strings.Join(v.WatchNamespaces, ","),
 			"--argocd-namespace=" + v.ArgoCDNamespace,
-			"--argocd-redis=" + argoCDRedisAddress(v.ArgoCDNamespace),
-			"--argocd-redis-password-secret=" + vars.redisPasswordSecret,
-			"--argocd-redis-password-key=" + vars.redisPasswordKey,
 		},
 		Env: []corev1.EnvVar{
 			{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
@@ -234,15 +232,32 @@ func agentDeployment(v agentValues, vars agentVariableValues, adc *addonv1beta1.
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: "hub-kubeconfig", MountPath: hubKubeconfigMountPath, ReadOnly: true}},
 	}
-	if vars.redisUsername != "" {
-		container.Args = append(container.Args, "--argocd-redis-username="+vars.redisUsername)
+	if len(vars.redis.SentinelAddrs) == 0 {
+		addr := vars.redis.Addr
+		if addr == "" {
+			addr = argoCDRedisAddress(v.ArgoCDNamespace)
+		}
+		container.Args = append(container.Args, "--argocd-redis="+addr)
 	}
+	container.Args = append(container.Args, vars.redis.Args()...)
 	pod := corev1.PodSpec{
 		ServiceAccountName: name,
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		Volumes: []corev1.Volume{{Name: "hub-kubeconfig", VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: HubKubeconfigSecret(v.AddonName)}}}},
+	}
+	// The files of Redis' TLS: the CA bundle of a ConfigMap, the client certificate of a
+	// kubernetes.io/tls Secret, both in the agent's namespace.
+	if vars.redisCAConfigMap != "" {
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "redis-ca", MountPath: redisCAMountPath, ReadOnly: true})
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "redis-ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: vars.redisCAConfigMap}}}})
+	}
+	if vars.redisClientCertSecret != "" {
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "redis-client", MountPath: redisClientCertMountPath, ReadOnly: true})
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "redis-client", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: vars.redisClientCertSecret}}})
 	}
 	for _, secret := range v.ImagePullSecrets {
 		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: secret})
@@ -397,6 +412,39 @@ const (
 	// in Argo CD's namespace, and its key that hold that user's password.
 	VariableArgoCDRedisPasswordSecret = "argocdRedisPasswordSecret"
 	VariableArgoCDRedisPasswordKey    = "argocdRedisPasswordKey"
+	// VariableArgoCDRedisAddress is host:port of Argo CD's Redis; empty means
+	// argocd-redis.<namespace>.svc:6379 (OpenShift GitOps names it
+	// <instance>-redis.<namespace>.svc:6379).
+	VariableArgoCDRedisAddress = "argocdRedisAddress"
+	// VariableArgoCDRedisDB is the Redis database (Argo CD's --redisdb).
+	VariableArgoCDRedisDB = "argocdRedisDB"
+	// VariableArgoCDRedisSentinels are comma-separated host:port of Redis Sentinels (Argo
+	// CD's --sentinel): the agent reads the master of the group
+	// VariableArgoCDRedisSentinelMaster (default "master") instead of
+	// argocd-redis.<namespace>.svc:6379.
+	VariableArgoCDRedisSentinels      = "argocdRedisSentinels"
+	VariableArgoCDRedisSentinelMaster = "argocdRedisSentinelMaster"
+	// VariableArgoCDRedisUseTLS, "true", connects to Redis over TLS (--redis-use-tls).
+	VariableArgoCDRedisUseTLS = "argocdRedisUseTLS"
+	// VariableArgoCDRedisCAConfigMap names a ConfigMap in the agent's install namespace
+	// whose key VariableArgoCDRedisCAConfigMapKey (default "ca.crt") holds the CAs that
+	// sign Redis' certificate, mounted into the agent's Pod; none means the system's. On
+	// OpenShift, openshift-service-ca.crt (key service-ca.crt) is in every namespace.
+	VariableArgoCDRedisCAConfigMap    = "argocdRedisCAConfigMap"
+	VariableArgoCDRedisCAConfigMapKey = "argocdRedisCAConfigMapKey"
+	// VariableArgoCDRedisClientCertSecret names a Secret of type kubernetes.io/tls in the
+	// agent's install namespace, mounted into its Pod, whose certificate the agent
+	// presents to a Redis that authenticates clients.
+	VariableArgoCDRedisClientCertSecret = "argocdRedisClientCertSecret"
+	// VariableArgoCDRedisInsecureSkipTLSVerify, "true", does not verify Redis'
+	// certificate.
+	VariableArgoCDRedisInsecureSkipTLSVerify = "argocdRedisInsecureSkipTLSVerify"
+)
+
+// Where the agent's Pod mounts the files of Redis' TLS.
+const (
+	redisCAMountPath         = "/etc/argocd-pull/redis-ca"
+	redisClientCertMountPath = "/etc/argocd-pull/redis-client"
 )
 
 // DefaultWorkAgentServiceAccount is the work agent's service account of a klusterlet
@@ -407,8 +455,12 @@ var DefaultWorkAgentServiceAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountK
 
 // agentVariableValues are the agent's settings that its AddOnDeploymentConfig may set.
 type agentVariableValues struct {
-	workAgent                                            rbacv1.Subject
-	redisUsername, redisPasswordSecret, redisPasswordKey string
+	workAgent rbacv1.Subject
+	// redis is how the agent reaches Argo CD's Redis (an empty Addr: Argo CD's
+	// argocd-redis); its TLS files are
+	// where the agent's Pod mounts redisCAConfigMap and redisClientCertSecret.
+	redis                                   argocdcache.ClientOptions
+	redisCAConfigMap, redisClientCertSecret string
 }
 
 // agentVariables reads the customized variables of adc (nil: the defaults). A malformed
@@ -416,16 +468,25 @@ type agentVariableValues struct {
 // ManagedClusterAddOn and leaves the deployed agent as it is.
 func agentVariables(adc *addonv1beta1.AddOnDeploymentConfig) (agentVariableValues, error) {
 	vars := agentVariableValues{workAgent: DefaultWorkAgentServiceAccount,
-		redisPasswordSecret: argocdcache.RedisSecret, redisPasswordKey: argocdcache.RedisPasswordKey}
+		redis: argocdcache.ClientOptions{PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
+			SentinelMaster: argocdcache.DefaultSentinelMaster}}
 	if adc == nil {
 		return vars, nil
 	}
 	var errs []error
+	caKey := "ca.crt"
 	for _, kv := range adc.Spec.CustomizedVariables {
 		invalid := func(msgs []string) {
 			if len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("customized variable %s=%q: %s", kv.Name, kv.Value, strings.Join(msgs, "; ")))
 			}
+		}
+		boolean := func() bool {
+			b, err := strconv.ParseBool(kv.Value)
+			if err != nil {
+				invalid([]string{"want true or false"})
+			}
+			return b
 		}
 		switch kv.Name {
 		case VariableWorkAgentServiceAccount:
@@ -440,14 +501,59 @@ func agentVariables(adc *addonv1beta1.AddOnDeploymentConfig) (agentVariableValue
 			if kv.Value == "" || strings.ContainsFunc(kv.Value, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
 				invalid([]string{"a Redis user name is not empty and has no space"})
 			}
-			vars.redisUsername = kv.Value
+			vars.redis.Username = kv.Value
 		case VariableArgoCDRedisPasswordSecret:
 			invalid(validation.IsDNS1123Subdomain(kv.Value))
-			vars.redisPasswordSecret = kv.Value
+			vars.redis.PasswordSecret = kv.Value
 		case VariableArgoCDRedisPasswordKey:
 			invalid(validation.IsConfigMapKey(kv.Value))
-			vars.redisPasswordKey = kv.Value
+			vars.redis.PasswordKey = kv.Value
+		case VariableArgoCDRedisAddress:
+			vars.redis.Addr = kv.Value
+		case VariableArgoCDRedisDB:
+			db, err := strconv.Atoi(kv.Value)
+			if err != nil || db < 0 {
+				invalid([]string{"want a database number, 0 or more"})
+			}
+			vars.redis.DB = db
+		case VariableArgoCDRedisSentinels:
+			vars.redis.SentinelAddrs = nil
+			for _, addr := range strings.Split(kv.Value, ",") {
+				if addr = strings.TrimSpace(addr); addr != "" {
+					vars.redis.SentinelAddrs = append(vars.redis.SentinelAddrs, addr)
+				}
+			}
+		case VariableArgoCDRedisSentinelMaster:
+			vars.redis.SentinelMaster = kv.Value
+		case VariableArgoCDRedisUseTLS:
+			vars.redis.TLS.Enabled = boolean()
+		case VariableArgoCDRedisInsecureSkipTLSVerify:
+			vars.redis.TLS.InsecureSkipVerify = boolean()
+		case VariableArgoCDRedisCAConfigMap:
+			invalid(validation.IsDNS1123Subdomain(kv.Value))
+			vars.redisCAConfigMap = kv.Value
+		case VariableArgoCDRedisCAConfigMapKey:
+			invalid(validation.IsConfigMapKey(kv.Value))
+			caKey = kv.Value
+		case VariableArgoCDRedisClientCertSecret:
+			invalid(validation.IsDNS1123Subdomain(kv.Value))
+			vars.redisClientCertSecret = kv.Value
 		}
+	}
+	if vars.redisCAConfigMap != "" {
+		vars.redis.TLS.CAFile = path.Join(redisCAMountPath, caKey)
+	}
+	if vars.redisClientCertSecret != "" {
+		vars.redis.TLS.ClientCertFile = path.Join(redisClientCertMountPath, corev1.TLSCertKey)
+		vars.redis.TLS.ClientKeyFile = path.Join(redisClientCertMountPath, corev1.TLSPrivateKeyKey)
+	}
+	// The agent would refuse to start with options that do not go together: say so here.
+	check := vars.redis
+	if check.Addr == "" && len(check.SentinelAddrs) == 0 {
+		check.Addr = "argocd-redis:6379"
+	}
+	if err := check.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("the Redis of Argo CD: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return agentVariableValues{}, fmt.Errorf("AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)

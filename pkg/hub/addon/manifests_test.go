@@ -1,6 +1,8 @@
 package addon
 
 import (
+	"flag"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 )
 
 func values(ns string) agentValues {
@@ -240,6 +245,120 @@ func TestAgentRedisUser(t *testing.T) {
 		_, err := renderAgentManifests(values(DefaultInstallNamespace), adcWith(bad))
 		if err == nil || !strings.Contains(err.Error(), bad.Name) {
 			t.Errorf("%s=%q: %v, want an error naming the variable", bad.Name, bad.Value, err)
+		}
+	}
+}
+
+// TestAgentRedisConnection: the AddOnDeploymentConfig's variables of Argo CD's Redis
+// (database, Sentinels, TLS with a CA ConfigMap and a client certificate Secret) render
+// the agent's flags, which the agent's own flags (spoke.DefaultOptions,
+// argocdcache.ClientOptions.AddFlags) parse into those options, valid; the CA and the
+// client certificate files are in volumes of the ConfigMap and the Secret the variables
+// name. Values that cannot work are refused, naming the AddOnDeploymentConfig.
+func TestAgentRedisConnection(t *testing.T) {
+	defaults := spoke.DefaultOptions().ArgoCDRedis
+	for _, tc := range []struct {
+		name string
+		vars []addonv1beta1.CustomizedVariable
+		want func(o *argocdcache.ClientOptions)
+		// volumes are the sources, "configMap <name>" or "secret <name>", of the files the
+		// options name.
+		volumes []string
+	}{
+		{"none", nil, func(o *argocdcache.ClientOptions) { o.Addr = "argocd-redis.argocd.svc:6379" }, nil},
+		{"OpenShift GitOps' Redis with its TLS, in database 2", []addonv1beta1.CustomizedVariable{
+			{Name: VariableArgoCDRedisAddress, Value: "openshift-gitops-redis.openshift-gitops.svc:6379"},
+			{Name: VariableArgoCDRedisUseTLS, Value: "true"}, {Name: VariableArgoCDRedisCAConfigMap, Value: "openshift-service-ca.crt"},
+			{Name: VariableArgoCDRedisCAConfigMapKey, Value: "service-ca.crt"}, {Name: VariableArgoCDRedisDB, Value: "2"},
+		}, func(o *argocdcache.ClientOptions) {
+			o.Addr, o.DB = "openshift-gitops-redis.openshift-gitops.svc:6379", 2
+			o.TLS = argocdcache.TLSOptions{Enabled: true, CAFile: "/etc/argocd-pull/redis-ca/service-ca.crt"}
+		}, []string{"configMap openshift-service-ca.crt"}},
+		{"Sentinels, a client certificate, the CA's default key", []addonv1beta1.CustomizedVariable{
+			{Name: VariableArgoCDRedisSentinels, Value: "argocd-redis-ha-announce-0.argocd.svc:26379, argocd-redis-ha-announce-1.argocd.svc:26379"},
+			{Name: VariableArgoCDRedisSentinelMaster, Value: "argocd"},
+			{Name: VariableArgoCDRedisUseTLS, Value: "true"}, {Name: VariableArgoCDRedisCAConfigMap, Value: "argocd-redis-ca"},
+			{Name: VariableArgoCDRedisClientCertSecret, Value: "argocd-pull-redis-client"},
+		}, func(o *argocdcache.ClientOptions) {
+			o.SentinelAddrs = []string{"argocd-redis-ha-announce-0.argocd.svc:26379", "argocd-redis-ha-announce-1.argocd.svc:26379"}
+			o.SentinelMaster = "argocd"
+			o.TLS = argocdcache.TLSOptions{Enabled: true, CAFile: "/etc/argocd-pull/redis-ca/ca.crt",
+				ClientCertFile: "/etc/argocd-pull/redis-client/tls.crt", ClientKeyFile: "/etc/argocd-pull/redis-client/tls.key"}
+		}, []string{"configMap argocd-redis-ca", "secret argocd-pull-redis-client", "secret argocd-pull-redis-client"}},
+		{"TLS unverified", []addonv1beta1.CustomizedVariable{
+			{Name: VariableArgoCDRedisUseTLS, Value: "true"}, {Name: VariableArgoCDRedisInsecureSkipTLSVerify, Value: "true"},
+		}, func(o *argocdcache.ClientOptions) {
+			o.Addr, o.TLS = "argocd-redis.argocd.svc:6379", argocdcache.TLSOptions{Enabled: true, InsecureSkipVerify: true}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderAgentManifests(values(DefaultInstallNamespace), adcWith(tc.vars...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
+			got := defaults
+			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+			fs.StringVar(&got.Addr, "argocd-redis", got.Addr, "")
+			got.AddFlags(fs, "")
+			var redisArgs []string
+			for _, arg := range pod.Containers[0].Args {
+				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+				if fs.Lookup(name) != nil {
+					redisArgs = append(redisArgs, arg)
+				}
+			}
+			if err := fs.Parse(redisArgs); err != nil {
+				t.Fatalf("the agent's Redis flags %v: %v", redisArgs, err)
+			}
+			want := defaults
+			tc.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the agent's Redis options from %v:\n  %+v\nwant\n  %+v", redisArgs, got, want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("the agent's Redis options are not valid: %v", err)
+			}
+			var volumes []string
+			for _, file := range []string{got.TLS.CAFile, got.TLS.ClientCertFile, got.TLS.ClientKeyFile} {
+				if file == "" {
+					continue
+				}
+				volume := ""
+				for _, m := range pod.Containers[0].VolumeMounts {
+					for _, v := range pod.Volumes {
+						switch {
+						case v.Name != m.Name || path.Dir(file) != m.MountPath:
+						case v.ConfigMap != nil:
+							volume = "configMap " + v.ConfigMap.Name
+						case v.Secret != nil:
+							volume = "secret " + v.Secret.SecretName
+						}
+					}
+				}
+				volumes = append(volumes, volume)
+			}
+			if !slices.Equal(volumes, tc.volumes) {
+				t.Errorf("the Redis files are in the volumes %v, want %v", volumes, tc.volumes)
+			}
+		})
+	}
+
+	for _, bad := range [][]addonv1beta1.CustomizedVariable{
+		{{Name: VariableArgoCDRedisCAConfigMap, Value: "openshift-service-ca.crt"}},                                       // without TLS
+		{{Name: VariableArgoCDRedisClientCertSecret, Value: "argocd-pull-redis-client"}},                                  // without TLS
+		{{Name: VariableArgoCDRedisUseTLS, Value: "yes please"}},                                                          // not a boolean
+		{{Name: VariableArgoCDRedisDB, Value: "-1"}},                                                                      // not a database
+		{{Name: VariableArgoCDRedisSentinels, Value: "argocd-redis-ha-announce-0"}},                                       // no port
+		{{Name: VariableArgoCDRedisAddress, Value: "redis"}},                                                              // no port
+		{{Name: VariableArgoCDRedisAddress, Value: "redis:6379"}, {Name: VariableArgoCDRedisSentinels, Value: "s:26379"}}, // both
+		{{Name: VariableArgoCDRedisCAConfigMap, Value: "Not_A_Name"}},                                                     // not a name
+		{{Name: VariableArgoCDRedisSentinels, Value: "s:26379"}, {Name: VariableArgoCDRedisSentinelMaster, Value: ""}},    // no group
+		{{Name: VariableArgoCDRedisUseTLS, Value: "true"}, {Name: VariableArgoCDRedisInsecureSkipTLSVerify, Value: "true"},
+			{Name: VariableArgoCDRedisCAConfigMap, Value: "openshift-service-ca.crt"}}, // a CA and no verification
+	} {
+		if _, err := renderAgentManifests(values(DefaultInstallNamespace), adcWith(bad...)); err == nil || !strings.Contains(err.Error(), "AddOnDeploymentConfig ns/cfg") {
+			t.Errorf("%v: %v, want an error naming the AddOnDeploymentConfig", bad, err)
 		}
 	}
 }

@@ -17,7 +17,9 @@ import (
 // cacheWriter writes apps' entries into the hub Argo CD's Redis, as the hub
 // application-controller's appstate cache does.
 type cacheWriter struct {
-	client      *redis.Client
+	client *redis.Client
+	// target names the Redis in errors (argocdcache.ClientOptions.Target).
+	target      string
 	compression argocdcache.Compression
 	expiration  time.Duration
 
@@ -59,7 +61,24 @@ func encodeEntries(tree argocdcache.Tree, managed []argocdcache.ResourceDiff) (e
 // what they were rendered from (sourceOf). A manager that starts (a restart, a failover)
 // reads it to leave the entries of an unchanged app as they are, rather than read the
 // app's slice and write them again. Argo CD reads no key of this prefix.
-func sourceKey(instance string) string { return "argocd-pull|resource-tree-source|" + instance }
+func sourceKey(instance string) string { return sourceKeyPrefix + instance }
+
+const sourceKeyPrefix = "argocd-pull|resource-tree-source|"
+
+// WriterACLRules are the rules of a Redis ACL user that can do what the writer does and
+// nothing else: GET, SET, PTTL, EXISTS, EXPIRE and DEL on the keys of the apps' trees and
+// managed resources and on the writer's own source keys, and PUBLISH of the tree
+// notifications. AUTH (and HELLO's answer to it) needs no rule; a database other than 0
+// needs +select as well. Give them to the manager's user:
+//
+//	ACL SETUSER argocd-pull-manager on >PASSWORD <rules...>
+//
+// docs/operations.md, "The manager's Redis user", shows the line.
+func WriterACLRules() []string {
+	return []string{"resetkeys", "~" + argocdcache.TreeKeyPrefix + "*", "~" + argocdcache.ManagedResourcesKeyPrefix + "*", "~" + sourceKeyPrefix + "*",
+		"resetchannels", "&" + argocdcache.TreeNotificationPattern(),
+		"-@all", "+get", "+set", "+pttl", "+exists", "+expire", "+del", "+publish"}
+}
 
 // renderVersion names Render's output: change it whenever Render renders an entry
 // differently (TestRenderIsPinned fails then), so that a new manager writes every tree
@@ -183,7 +202,7 @@ func (w *cacheWriter) result(err error) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("write the hub Argo CD's cache at %s: %w", w.client.Options().Addr, err)
+	err = fmt.Errorf("write the hub Argo CD's cache at %s: %w", w.target, err)
 	w.mu.Lock()
 	w.downUntil, w.downErr = time.Now().Add(retryAfter), err
 	w.mu.Unlock()

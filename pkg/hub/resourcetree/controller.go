@@ -6,11 +6,8 @@ package resourcetree
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -69,18 +66,9 @@ type Options struct {
 // RedisOptions say how to reach and write the hub Argo CD's Redis; the defaults
 // (pkg/hub) are those of a stock Argo CD install.
 type RedisOptions struct {
-	// Addr is host:port of the hub Argo CD's Redis (argocd-redis.<namespace>.svc:6379).
-	Addr string
-	// PasswordSecret and PasswordKey name the Secret, in ArgoCDNamespace, and its key
-	// that hold Redis' password (argocd-redis, auth); an empty PasswordSecret, or a
-	// Secret that does not exist, means no password.
-	PasswordSecret string
-	PasswordKey    string
-	// TLS connects over TLS; TLSCAFile, when set, is the CA bundle that signs Redis'
-	// certificate (else the system's); TLSInsecureSkipVerify skips its verification.
-	TLS                   bool
-	TLSCAFile             string
-	TLSInsecureSkipVerify bool
+	// ClientOptions say how to reach it (argocd-redis.<namespace>.svc:6379, the password
+	// of the Secret argocd-redis in ArgoCDNamespace); Setup sets its PoolSize.
+	argocdcache.ClientOptions
 	// Compression must be that of the hub Argo CD (--redis-compress, gzip by default).
 	Compression argocdcache.Compression
 	// Expiration is how long an entry lives without being written again
@@ -100,8 +88,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.Redis.Addr == "" {
-		errs = append(errs, errors.New("the hub Argo CD's Redis address is empty"))
+	if err := o.Redis.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
 	}
 	if _, err := argocdcache.ParseCompression(string(o.Redis.Compression)); err != nil {
 		errs = append(errs, err)
@@ -112,25 +100,6 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
-func (o RedisOptions) tlsConfig() (*tls.Config, error) {
-	if !o.TLS {
-		return nil, nil
-	}
-	config := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.TLSInsecureSkipVerify} //nolint:gosec // the user's choice, as Argo CD's --redis-insecure-skip-tls-verify
-	if o.TLSCAFile != "" {
-		pem, err := os.ReadFile(o.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read the hub Argo CD Redis' CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", o.TLSCAFile)
-		}
-		config.RootCAs = pool
-	}
-	return config, nil
-}
-
 // Setup registers the controller with mgr. c reads through the manager's cache
 // (hubcache.NewClient); slices finds apps in the agents' slices, as the status mirror
 // does. The Redis password Secret is read by name, past the cache.
@@ -138,21 +107,20 @@ func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts 
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("invalid resource tree options: %w", err)
 	}
-	tlsConfig, err := opts.Redis.tlsConfig()
-	if err != nil {
-		return err
-	}
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("create the hub client: %w", err)
 	}
-	clientOpts := argocdcache.ClientOptions{Addr: opts.Redis.Addr, TLS: tlsConfig, PoolSize: opts.Concurrency + 1}
-	if opts.Redis.PasswordSecret != "" {
-		clientOpts.Password = argocdcache.PasswordFromSecret(kube.CoreV1().Secrets(opts.ArgoCDNamespace), opts.Redis.PasswordSecret, opts.Redis.PasswordKey)
+	clientOpts := opts.Redis.ClientOptions
+	clientOpts.PoolSize = opts.Concurrency + 1
+	redisClient, err := argocdcache.NewClient(clientOpts, kube.CoreV1().Secrets(opts.ArgoCDNamespace))
+	if err != nil {
+		return fmt.Errorf("the hub Argo CD's Redis: %w", err)
 	}
 	r := &reconciler{
 		client: c, slices: slices, full: newFullSlices(mgr.GetAPIReader()),
-		cache:    &cacheWriter{client: argocdcache.NewClient(clientOpts), compression: opts.Redis.Compression, expiration: opts.Redis.Expiration},
+		cache: &cacheWriter{client: redisClient, target: clientOpts.Target(),
+			compression: opts.Redis.Compression, expiration: opts.Redis.Expiration},
 		recorder: mgr.GetEventRecorder(ControllerName), opts: opts, written: map[types.NamespacedName]written{},
 	}
 	if err := mgr.Add(closeOnStop{r.cache}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
+	"github.com/ocm-gitops/argocd-pull-addon/test/redisserver"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -60,8 +62,8 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})).To(gomega.Succeed())
 	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
-		Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
-		Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey},
+		Compression:   argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
 	startTreeManager(t, env, opts)
 
@@ -217,8 +219,7 @@ func sliceReadCounter(t *testing.T, env *testenv.Env) func() float64 {
 // subscribe returns a channel of the messages published on channel.
 func subscribe(t *testing.T, addr, channel string) <-chan string {
 	t.Helper()
-	client := argocdcache.NewClient(argocdcache.ClientOptions{Addr: addr,
-		Password: func(context.Context) (string, error) { return "s3cret", nil }})
+	client := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret", DisableIdentity: true, Protocol: 2})
 	t.Cleanup(func() { client.Close() })
 	sub := client.Subscribe(context.Background(), channel)
 	if _, err := sub.Receive(context.Background()); err != nil {
@@ -250,7 +251,7 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	}
 	redis := miniredis.RunT(t)
 	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
-		Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 	}}
 	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
@@ -344,7 +345,7 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 	redis := miniredis.RunT(t)
 	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
 		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
-			Addr: redis.Addr(), Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+			ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
 		}})
 
 	hub := testenv.NewHub(t, env, "argocd")
@@ -391,4 +392,63 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 
 	setDestination(map[string]any{"name": "in-cluster", "namespace": "guestbook"})
 	g.Eventually(uids).Should(noUIDs, "the destination is the hub again: the UIDs are gone")
+}
+
+// TestWritesTheTreeAsConfigured runs the controller as pkg/hub wires it against a real
+// redis-server that speaks TLS only and requires a client certificate, with the manager's
+// ACL user (resourcetree.WriterACLRules, +select) whose password is in a Secret of its
+// own: with the options of the manager's flags (--argocd-redis-use-tls, the CA and the
+// client certificate files, --argocd-redisdb=4, --argocd-redis-username and its password
+// Secret), a pulled app's tree is written in database 4, and database 0 holds nothing.
+func TestWritesTheTreeAsConfigured(t *testing.T) {
+	env := shared.Get(t)
+	ctx := context.Background()
+	c := env.Client
+	g := testenv.NewGomega(t)
+	const cluster, name = "cluster4", "cluster4-web"
+	for _, ns := range []string{"argocd", cluster} {
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
+	}
+	const user, password = "argocd-pull-manager", "manager-s3cret"
+	certs := redisserver.NewTLS(t)
+	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret", TLS: certs, AuthClients: "yes"})
+	server.ACLSetUser(t, user, password, append(resourcetree.WriterACLRules(), "+select"))
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
+		Data: map[string][]byte{"password": []byte(password)}})).To(gomega.Succeed())
+	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
+		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
+			ClientOptions: argocdcache.ClientOptions{Addr: server.Addr, DB: 4, Username: user,
+				PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
+				TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}},
+			Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+		}})
+
+	hub := testenv.NewHub(t, env, "argocd")
+	hub.Create(hub.Application(name, cluster))
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	entry := statusv1alpha1.AppStatus{
+		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
+		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+		Sync:      statusv1alpha1.SyncStatus{Status: "Synced"},
+		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "web", Status: "Synced"}},
+	}
+	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+
+	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
+	db4 := server.Admin(t, 4)
+	nodes := func(g gomega.Gomega) []string {
+		raw, err := db4.Get(ctx, treeKey).Bytes()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var tree argocdcache.Tree
+		g.Expect(argocdcache.Decode(raw, true, &tree)).To(gomega.Succeed())
+		var out []string
+		for _, n := range tree.Nodes {
+			out = append(out, n.Kind+" "+n.Name)
+		}
+		return out
+	}
+	g.Eventually(nodes).Should(gomega.Equal([]string{"ConfigMap web"}))
+	g.Expect(server.Admin(t, 0).DBSize(ctx).Val()).To(gomega.BeZero(), "database 0 holds keys")
+	g.Expect(server.ACLLog(t)).To(gomega.BeEmpty(), "Redis refused the manager's user")
 }

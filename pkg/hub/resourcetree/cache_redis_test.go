@@ -1,0 +1,107 @@
+package resourcetree
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/test/redisserver"
+)
+
+// TestWriterAsACLUserOverTLS runs a real redis-server that speaks TLS only, requires a
+// client certificate (tls-auth-clients yes), and has the ACL user that docs/operations.md
+// tells operators to make for the manager (WriterACLRules, with +select for database 2).
+// The manager's writer, as that user, over TLS with its client certificate, in database
+// 2, runs every command it has: it writes an app's entries, reads their source, sets it,
+// extends them and removes them, without a command refused (ACL LOG stays empty); the
+// entries are in database 2, not in 0. The same user is refused Argo CD's other keys and
+// every other command.
+func TestWriterAsACLUserOverTLS(t *testing.T) {
+	const user, password = "argocd-pull-manager", "manager-s3cret"
+	certs := redisserver.NewTLS(t)
+	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret", TLS: certs, AuthClients: "yes"})
+	server.ACLSetUser(t, user, password, append(WriterACLRules(), "+select"))
+	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
+		Data: map[string][]byte{"password": []byte(password)}}).CoreV1().Secrets("argocd")
+	opts := argocdcache.ClientOptions{Addr: server.Addr, DB: 2, Username: user, PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
+		TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}}
+	client, err := argocdcache.NewClient(opts, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
+	defer w.Close()
+
+	ctx := context.Background()
+	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
+		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	treeKey := argocdcache.StoredKey(argocdcache.TreeKey("web", 0), argocdcache.CompressionGzip)
+	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if n := server.Admin(t, 2).Exists(ctx, treeKey, sourceKey("web")).Val(); n != 2 {
+		t.Errorf("%d of the tree and its source key in database 2, want 2", n)
+	}
+	if n := server.Admin(t, 0).DBSize(ctx).Val(); n != 0 {
+		t.Errorf("database 0 holds %d keys, want none", n)
+	}
+	if source, ttl, err := w.source(ctx, "web"); err != nil || source != sourceOf("digest-1") || ttl <= 0 {
+		t.Errorf("source: %q, %v, %v", source, ttl, err)
+	}
+	if err := w.setSource(ctx, "web", sourceOf("digest-2")); err != nil {
+		t.Errorf("setSource: %v", err)
+	}
+	if kept, err := w.extend(ctx, "web"); err != nil || !kept {
+		t.Errorf("extend: %v, %v", kept, err)
+	}
+	if err := w.remove(ctx, "web"); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if n := server.Admin(t, 2).DBSize(ctx).Val(); n != 0 {
+		t.Errorf("database 2 holds %d keys after remove, want none", n)
+	}
+	if refusals := server.ACLLog(t); len(refusals) != 0 {
+		t.Errorf("Redis refused the writer %d times: %v", len(refusals), refusals)
+	}
+
+	// The manager's user touches nothing else.
+	for _, cmd := range [][]any{
+		{"GET", "mfst|something|1.8.3.gz"},
+		{"SET", "cluster|info|https://kubernetes.default.svc|1.8.3", "forged"},
+		{"KEYS", "*"},
+		{"SCAN", "0"},
+		{"FLUSHDB"},
+		{"CONFIG", "SET", "requirepass", ""},
+		{"ACL", "SETUSER", user, "+@all"},
+		{"PUBLISH", "some-channel", ""},
+	} {
+		err := client.Do(ctx, cmd...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("%v as %s: %v, want NOPERM", cmd, user, err)
+		}
+	}
+}
+
+// TestOperationsDocumentsTheWriterACL: the ACL SETUSER line of docs/operations.md is the
+// one the test above gives the manager's user.
+func TestOperationsDocumentsTheWriterACL(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ACL SETUSER argocd-pull-manager on >" + "$PASSWORD " + strings.Join(WriterACLRules(), " ")
+	if !strings.Contains(string(doc), want) {
+		t.Errorf("docs/operations.md does not show the manager's ACL user as\n  %s", want)
+	}
+}
