@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,6 +93,11 @@ type OperationState struct {
 	Message    string
 	// SyncResult is the result of a sync operation; nil before Argo CD wrote one.
 	SyncResult *SyncResult
+	// ComparedBeforeFinish: the operation is finished, and status.reconciledAt is before
+	// its finishedAt. The Application's sync status and resources are then those Argo CD
+	// compared before the operation ended; it compares again right after. Argo CD's CLI
+	// waits for that comparison (argocd app sync, app wait).
+	ComparedBeforeFinish bool
 }
 
 // SyncResult is status.operationState.syncResult: the revision (Revisions for a
@@ -193,6 +199,8 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 		FinishedAt: r.str(operation, ".status.operationState", "finishedAt"),
 		Message:    r.str(operation, ".status.operationState", "message"),
 	}
+	out.OperationState.ComparedBeforeFinish = OperationCompleted(out.OperationState.Phase) &&
+		ComparedBefore(out.ReconciledAt, out.OperationState.FinishedAt)
 	if result := r.object(operation, ".status.operationState", "syncResult"); result != nil {
 		const path = ".status.operationState.syncResult"
 		sr := &SyncResult{Revision: r.str(result, path, "revision")}
@@ -257,6 +265,15 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 		return Status{}, fmt.Errorf("decode status of application %s/%s: %w", app.GetNamespace(), app.GetName(), r.err)
 	}
 	return out, nil
+}
+
+// ComparedBefore reports whether reconciledAt is before finishedAt, both RFC 3339 times:
+// Argo CD's CLI's test for a status not compared since the operation finished. It is
+// false when either is missing or unreadable.
+func ComparedBefore(reconciledAt, finishedAt string) bool {
+	reconciled, err1 := time.Parse(time.RFC3339, reconciledAt)
+	finished, err2 := time.Parse(time.RFC3339, finishedAt)
+	return err1 == nil && err2 == nil && reconciled.Before(finished)
 }
 
 // Intern returns the canonical copy of s (unique.Make): for the strings that an app's

@@ -41,3 +41,21 @@ status:
 		t.Errorf("a malformed resource result: %v", err)
 	}
 }
+
+// TestDecodeComparedBeforeFinish: a finished operation whose status Argo CD compared
+// before the finish, and after.
+func TestDecodeComparedBeforeFinish(t *testing.T) {
+	for reconciledAt, want := range map[string]bool{"2026-01-01T00:00:03Z": true, "2026-01-01T00:00:04Z": false, "2026-01-01T00:00:05Z": false, "": false} {
+		got, err := DecodeStatus(application(t, appHeader+`
+status:
+  reconciledAt: "`+reconciledAt+`"
+  operationState: {phase: Succeeded, startedAt: "2026-01-01T00:00:00Z", finishedAt: "2026-01-01T00:00:04Z"}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.OperationState.ComparedBeforeFinish != want {
+			t.Errorf("reconciledAt %q: ComparedBeforeFinish %v, want %v", reconciledAt, got.OperationState.ComparedBeforeFinish, want)
+		}
+	}
+}

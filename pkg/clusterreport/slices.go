@@ -116,6 +116,8 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 			FinishedAt: TruncateMessage(op.FinishedAt, maxStatusBytes),
 			Message:    TruncateMessage(op.Message, MaxMessageBytes),
 			SyncResult: syncResult(op.SyncResult),
+
+			ComparedBeforeFinish: op.ComparedBeforeFinish,
 		}
 	}
 	conditions := slices.Clone(app.Conditions)

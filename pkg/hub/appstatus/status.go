@@ -151,11 +151,46 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	if len(status) > 0 {
 		app.Object["status"] = status
 	}
-	if equalStatus(before, app) {
+	pending := comparisonPending(s)
+	if equalStatus(before, app) && comparedBeforeFinish(before) == pending {
 		return false, false
 	}
-	status["reconciledAt"] = now.UTC().Format(time.RFC3339)
+	status["reconciledAt"] = reconciledAt(status, pending, now)
 	return true, holding
+}
+
+// comparisonPending reports whether the state's operation is finished and the status the
+// hub shows is not yet one the spoke compared after it finished: the agent reports the
+// app, but not yet that operation in that phase (the feedback's phase comes first), or
+// reports that the spoke compared before it finished (ComparedBeforeFinish).
+func comparisonPending(s observed.State) bool {
+	return s.Reported && argoapp.OperationCompleted(s.OperationPhase) && (!s.OperationReported || s.OperationComparedBeforeFinish)
+}
+
+// comparedBeforeFinish reports whether app's status.reconciledAt is before its
+// operationState.finishedAt.
+func comparedBeforeFinish(app *unstructured.Unstructured) bool {
+	reconciled, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+	finished, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+	return argoapp.ComparedBefore(reconciled, finished)
+}
+
+// reconciledAt returns status.reconciledAt as Argo CD's CLI reads it (argocd app sync and
+// app wait wait while it is before operationState.finishedAt): a second before finishedAt
+// while the comparison after the operation is pending; else now, or finishedAt when the
+// spoke's clock is ahead of the hub's.
+func reconciledAt(status map[string]any, pending bool, now time.Time) string {
+	finishedAt, _, _ := unstructured.NestedString(status, "operationState", "finishedAt")
+	finished, err := time.Parse(time.RFC3339, finishedAt)
+	switch {
+	case err != nil:
+		return now.UTC().Format(time.RFC3339)
+	case pending:
+		return finished.Add(-time.Second).UTC().Format(time.RFC3339)
+	case now.Before(finished):
+		return finishedAt
+	}
+	return now.UTC().Format(time.RFC3339)
 }
 
 // syncResultOf returns status.operationState.syncResult of r. Argo CD's CLI counts in it

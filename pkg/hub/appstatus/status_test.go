@@ -185,6 +185,45 @@ func TestApplyStatusOperationResult(t *testing.T) {
 	}
 }
 
+// TestApplyStatusReconciledAfterTheOperation: Argo CD's CLI waits while reconciledAt is
+// before the operation's finishedAt. While the hub shows a finished operation whose
+// comparison on the spoke has not come yet (the feedback's phase before the agent's
+// entry, or an entry compared before the finish), reconciledAt is before finishedAt;
+// once the agent's entry is of a comparison after it, reconciledAt is not, even when
+// nothing else changed.
+func TestApplyStatusReconciledAfterTheOperation(t *testing.T) {
+	app := argoapp.NewApplication()
+	now := time.Date(2026, 5, 1, 12, 0, 10, 0, time.UTC)
+	times := func() (string, string) {
+		r, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+		f, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+		return r, f
+	}
+	state := observed.State{SyncStatus: "OutOfSync", OperationPhase: "Succeeded", OperationStart: "2026-05-01T12:00:00Z", Reported: true}
+	// The feedback says Succeeded; the agent's entry still has the operation Running.
+	ApplyStatus(app, Desired{State: state}, now)
+	if r, f := times(); !argoapp.ComparedBefore(r, f) {
+		t.Errorf("reconciledAt %s, finishedAt %s: the CLI would take the status before the operation for the one after", r, f)
+	}
+	// The agent's entry of the operation, compared before it finished.
+	state.OperationReported, state.OperationFinish, state.OperationComparedBeforeFinish = true, "2026-05-01T12:00:04Z", true
+	ApplyStatus(app, Desired{State: state}, now.Add(time.Second))
+	if r, f := times(); f != "2026-05-01T12:00:04Z" || !argoapp.ComparedBefore(r, f) {
+		t.Errorf("reconciledAt %s, finishedAt %s: want the spoke's finishedAt, and reconciledAt before it", r, f)
+	}
+	// Compared after: reconciledAt moves past finishedAt, though the rest is the same.
+	state.OperationComparedBeforeFinish = false
+	if changed, _ := ApplyStatus(app, Desired{State: state}, now.Add(2*time.Second)); !changed {
+		t.Fatal("the comparison after the operation wrote nothing")
+	}
+	if r, f := times(); argoapp.ComparedBefore(r, f) {
+		t.Errorf("reconciledAt %s is still before finishedAt %s", r, f)
+	}
+	if changed, _ := ApplyStatus(app, Desired{State: state}, now.Add(3*time.Second)); changed {
+		t.Error("the same state wrote again")
+	}
+}
+
 // TestApplyStatusOnTheCachedDigest: an Application from the manager's cache holds a
 // digest of status.resources (hubcache.ResourcesDigest). The same resources change
 // nothing, and the merge patch carries no resources when something else changes; other

@@ -24,11 +24,17 @@ type State struct {
 	OperationPhase string
 	OperationStart string
 	OperationMsg   string
+	// OperationReported: the agent's entry is of the operation that the phase and start
+	// are of (the same phase and start).
+	OperationReported bool
 	// OperationFinish and OperationResult are the spoke's finishedAt and syncResult of the
 	// operation that the phase and start are of; empty and nil when the agent's entry is
 	// of another operation, or has none.
 	OperationFinish string
 	OperationResult *argoapp.SyncResult
+	// OperationComparedBeforeFinish is the agent's entry's ComparedBeforeFinish of that
+	// operation.
+	OperationComparedBeforeFinish bool
 	// Reported is true when the agent's report carries the app: Resources and Conditions
 	// are then known (possibly empty).
 	Reported   bool
@@ -86,8 +92,10 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 	s.OperationStart = firstNonEmpty(s.OperationStart, agent.Operation.StartedAt)
 	if s.OperationPhase == agent.Operation.Phase && s.OperationStart == agent.Operation.StartedAt {
 		s.OperationMsg = shorten(agent.Operation.Message)
+		s.OperationReported = true
 		s.OperationFinish = agent.Operation.FinishedAt
 		s.OperationResult = agentSyncResult(agent.Operation.SyncResult)
+		s.OperationComparedBeforeFinish = agent.Operation.ComparedBeforeFinish
 	}
 	s.Resources = agentResources(agent.Resources)
 	s.Conditions = agentConditions(agent.Conditions)

@@ -196,7 +196,8 @@ func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 		app.Health = argoapp.HealthStatus{Status: e.Health.Status, Message: e.Health.Message}
 	}
 	if op := e.Operation; op != nil {
-		app.Operation = argoapp.OperationState{Phase: op.Phase, StartedAt: op.StartedAt, FinishedAt: op.FinishedAt, Message: op.Message}
+		app.Operation = argoapp.OperationState{Phase: op.Phase, StartedAt: op.StartedAt, FinishedAt: op.FinishedAt, Message: op.Message,
+			ComparedBeforeFinish: op.ComparedBeforeFinish}
 		if r := op.SyncResult; r != nil {
 			result := &argoapp.SyncResult{Revision: r.Revision, Revisions: r.Revisions}
 			for _, res := range r.Resources {

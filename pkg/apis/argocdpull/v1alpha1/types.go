@@ -213,6 +213,11 @@ type OperationState struct {
 	// SyncResult is the result of a sync operation: what Argo CD's CLI reads of it.
 	// +optional
 	SyncResult *SyncResult `json:"syncResult,omitempty"`
+	// ComparedBeforeFinish: the operation is finished, and the app's status was compared
+	// before it finished (status.reconciledAt before finishedAt); Argo CD compares again
+	// right after.
+	// +optional
+	ComparedBeforeFinish bool `json:"comparedBeforeFinish,omitempty"`
 }
 
 // SyncResult is status.operationState.syncResult.
