@@ -49,6 +49,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			return spokeStatus(ctx, spokeApps, app, "sync", "status")
 		}).Should(Equal("OutOfSync"), "the app is on %s, not synced", target.Name)
+		expectReported(ctx, c, app)
 
 		password, err := theFleet.ArgoCDAdminPassword(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -108,6 +109,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			return spokeStatus(ctx, spokeApps, name, "sync", "status")
 		}).Should(Equal("OutOfSync"))
+		expectReported(ctx, c, name)
 		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
 		Expect(code).To(Equal(0), "argocd app sync: %s", out)
 
@@ -128,6 +130,19 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		}).Should(BeTrue(), "the pruned ConfigMap is gone from %s", target.Name)
 	})
 })
+
+// expectReported waits until the hub Application shows what only the agent reports, its
+// resources, as a user sees it before acting on it.
+func expectReported(ctx context.Context, c hubClients, name string) {
+	eventually(ctx, func(ctx context.Context) (int, error) {
+		u, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		status, err := argoapp.DecodeStatus(u)
+		return len(status.Resources), err
+	}).Should(BeNumerically(">", 0), "the hub Application %s lists its resources", name)
+}
 
 // spokeStatus returns a string of a spoke Application's status at path.
 func spokeStatus(ctx context.Context, apps dynamic.ResourceInterface, name string, path ...string) (string, error) {

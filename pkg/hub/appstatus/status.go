@@ -126,9 +126,15 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		case startedChanged || op["finishedAt"] == nil:
 			op["finishedAt"] = now.UTC().Format(time.RFC3339)
 		}
-		if s.OperationResult != nil {
+		// syncResult: the spoke's, from the agent's entry of this operation. A finished
+		// one without it (no agent's entry yet) gets one with the synced revision as the
+		// feedback has it: Argo CD's CLI reads the result of every finished sync.
+		switch {
+		case s.OperationResult != nil:
 			op["syncResult"] = syncResultOf(s.OperationResult)
-		} else {
+		case argoapp.OperationCompleted(s.OperationPhase):
+			op["syncResult"] = syncResultOf(&argoapp.SyncResult{Revision: s.SyncRevision, Revisions: s.SyncRevisions})
+		default:
 			delete(op, "syncResult")
 		}
 	}
@@ -193,11 +199,12 @@ func reconciledAt(status map[string]any, pending bool, now time.Time) string {
 	return now.UTC().Format(time.RFC3339)
 }
 
-// syncResultOf returns status.operationState.syncResult of r. Argo CD's CLI counts in it
-// the resources whose prune was skipped (argocd app sync: "N resources require pruning").
+// syncResultOf returns status.operationState.syncResult of r, with the fields Argo CD's
+// CRD requires (revision; each resource's group, version, kind, namespace and name), empty
+// or not. Argo CD's CLI counts in it the resources whose prune was skipped (argocd app
+// sync: "N resources require pruning").
 func syncResultOf(r *argoapp.SyncResult) map[string]any {
-	out := map[string]any{}
-	setOrDelete(out, "revision", r.Revision)
+	out := map[string]any{"revision": r.Revision}
 	if len(r.Revisions) > 0 {
 		revisions := make([]any, len(r.Revisions))
 		for i, revision := range r.Revisions {
@@ -208,8 +215,7 @@ func syncResultOf(r *argoapp.SyncResult) map[string]any {
 	if len(r.Resources) > 0 {
 		resources := make([]any, 0, len(r.Resources))
 		for _, res := range r.Resources {
-			row := map[string]any{"group": res.Group, "kind": res.Kind, "name": res.Name, "version": res.Version}
-			setOrDelete(row, "namespace", res.Namespace)
+			row := map[string]any{"group": res.Group, "kind": res.Kind, "name": res.Name, "version": res.Version, "namespace": res.Namespace}
 			setOrDelete(row, "status", res.Status)
 			setOrDelete(row, "message", res.Message)
 			setOrDelete(row, "hookType", res.HookType)
