@@ -132,10 +132,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(ignoreNotFound(hubApps.Delete(ctx, appName, metav1.DeleteOptions{}))).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "spoke Application removed with its work")
+			eventually(ctx, objectGone(spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "spoke Application removed with its work")
 		})
 
 		// A manager that restarted does nothing until the leader Lease of the one before it

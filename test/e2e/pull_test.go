@@ -216,11 +216,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 
 		wantError := ContainSubstring(`is forbidden: User "system:serviceaccount:argocd:argocd-application-controller" cannot`)
 		eventually(ctx, func(ctx context.Context) ([]argoapp.Condition, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, forbidden, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), forbidden)
 			return st.Conditions, err
 		}).Should(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))), "the hub app shows the spoke's SyncError")
 		reported, found, err := reportedApp(ctx, target.Name, forbidden)
@@ -231,18 +227,12 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 
 	It("removes the work, the spoke Application and its resources when the hub Application is deleted", func(ctx SpecContext) {
 		Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appName, metav1.DeleteOptions{})).To(Succeed())
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "spoke Application deleted")
+		eventually(ctx, objectGone(spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "spoke Application deleted")
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := target.Kube.AppsV1().Deployments(appNS).Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the resources finalizer made the spoke Argo CD prune the Deployment")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+		eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 		Expect(err).NotTo(HaveOccurred())
 		for _, w := range list.Items {
@@ -288,11 +278,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 
 		By("the hub Application shows the spoke's status and resource tree")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)
 			if err != nil {
 				return "", err
 			}
@@ -306,14 +292,8 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 			_, err := target.Kube.AppsV1().Deployments("pull-appset").Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "deployed resources pruned on the spoke")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "hub Application gone")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "report collected with its ApplicationSet")
+		eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone")
+		eventually(ctx, objectGone(hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace), "pull-appset")).Should(BeTrue(), "report collected with its ApplicationSet")
 	})
 })
 

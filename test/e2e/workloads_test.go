@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,19 +82,12 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
 		By("the hub Application ends Synced and Healthy, having been Progressing")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)
 			if err != nil {
 				return "", err
 			}
@@ -170,19 +162,12 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, failing, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
 		By("on the spoke, the Pod runs but is not Ready, the Deployment misses its progress deadline, and Argo CD calls the app Degraded")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			return st.Sync.Status + "/" + st.Health.Status, err
 		}).Should(Equal("Synced/Degraded"))
 		// What Argo CD's verdict rests on: its message for the Deployment is `Deployment
@@ -206,11 +191,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 
 		By("the hub Application and the agent's report show it Degraded")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			return st.Sync.Status + "/" + st.Health.Status, err
 		}).Should(Equal("Synced/Degraded"))
 		// The agent publishes on its own schedule: the work's status feedback may reach the
@@ -225,11 +206,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 
 		By("the hub Application shows Argo CD's health message for the Deployment, read by the agent from Argo CD's cache")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			if err != nil {
 				return "", err
 			}
