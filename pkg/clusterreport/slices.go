@@ -373,10 +373,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	out.Truncated = cut
 
 	// Keep the nodes that are not Healthy first, then as many of the rest as fit.
-	nodes := slices.Clone(e.Nodes)
-	slices.SortStableFunc(nodes, func(a, b statusv1alpha1.ResourceNode) int {
-		return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
-	})
+	nodes := problemsFirst(e.Nodes, nodeProblem)
 	keepNodes := fitCount(len(nodes), func(n int) bool {
 		out.Nodes = sortedNodes(nodes[:n])
 		cut.NodesOmitted = countedNodes + int32(len(nodes)-n)
@@ -436,10 +433,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	}
 
 	out.Nodes, cut.NodesOmitted = nil, countedNodes+int32(len(nodes))
-	ordered := slices.Clone(resources)
-	slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
-		return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
-	})
+	ordered := problemsFirst(resources, resourceProblem)
 	keep := fitCount(len(ordered), func(n int) bool {
 		out.Resources = sortedResources(ordered[:n])
 		return EntrySize(out) <= MaxSliceBytes
@@ -472,18 +466,12 @@ func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	out := e
 	out.Truncated = cut
 	if n := len(e.Resources); n > MaxSliceResourcesPerApp {
-		ordered := slices.Clone(e.Resources)
-		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
-			return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
-		})
+		ordered := problemsFirst(e.Resources, resourceProblem)
 		out.Resources = sortedResources(ordered[:MaxSliceResourcesPerApp])
 		cut.ResourcesOmitted += int32(n - MaxSliceResourcesPerApp)
 	}
 	if n := len(e.Nodes); n > MaxSliceNodesPerApp {
-		ordered := slices.Clone(e.Nodes)
-		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceNode) int {
-			return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
-		})
+		ordered := problemsFirst(e.Nodes, nodeProblem)
 		out.Nodes = sortedNodes(ordered[:MaxSliceNodesPerApp])
 		cut.NodesOmitted += int32(n - MaxSliceNodesPerApp)
 	}
@@ -516,6 +504,14 @@ func problemResultsFirst(results []statusv1alpha1.ResourceResult) []statusv1alph
 	slices.SortStableFunc(out, func(a, b statusv1alpha1.ResourceResult) int {
 		return cmp.Compare(rank(a.Status != "Synced" && a.Status != "Pruned"), rank(b.Status != "Synced" && b.Status != "Pruned"))
 	})
+	return out
+}
+
+// problemsFirst returns a copy of items, those with a problem first, in their order
+// otherwise.
+func problemsFirst[T any](items []T, problem func(T) bool) []T {
+	out := slices.Clone(items)
+	slices.SortStableFunc(out, func(a, b T) int { return cmp.Compare(rank(problem(a)), rank(problem(b))) })
 	return out
 }
 
