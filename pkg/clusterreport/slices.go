@@ -532,20 +532,27 @@ func resourceProblem(r statusv1alpha1.ResourceStatus) bool {
 }
 
 func sortedNodes(nodes []statusv1alpha1.ResourceNode) []statusv1alpha1.ResourceNode {
-	out := slices.Clone(nodes)
-	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceNode) int {
-		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	return sortedByRef(nodes, func(n statusv1alpha1.ResourceNode) objectRef {
+		return objectRef{n.Group, n.Kind, n.Namespace, n.Name, n.Version}
 	})
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }
 
 func sortedResources(resources []statusv1alpha1.ResourceStatus) []statusv1alpha1.ResourceStatus {
-	out := slices.Clone(resources)
-	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceStatus) int {
-		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	return sortedByRef(resources, func(r statusv1alpha1.ResourceStatus) objectRef {
+		return objectRef{r.Group, r.Kind, r.Namespace, r.Name, r.Version}
+	})
+}
+
+// objectRef is what orders the nodes and the resources of an entry.
+type objectRef struct{ group, kind, namespace, name, version string }
+
+// sortedByRef returns a copy of items sorted by group, kind, namespace, name, then
+// version; nil when there are none.
+func sortedByRef[T any](items []T, refOf func(T) objectRef) []T {
+	out := slices.Clone(items)
+	slices.SortFunc(out, func(a, b T) int {
+		x, y := refOf(a), refOf(b)
+		return cmp.Or(compareRefs(x.group, x.kind, x.namespace, x.name, y.group, y.kind, y.namespace, y.name), strings.Compare(x.version, y.version))
 	})
 	if len(out) == 0 {
 		return nil
