@@ -361,6 +361,25 @@ func ContainsAll(words []string) []gomega.OmegaMatcher {
 	return matchers
 }
 
+// ExpectNoPropagationError waits until a hub Application reports no propagation error.
+func (h *Hub) ExpectNoPropagationError(name string) {
+	h.T.Helper()
+	h.G.Eventually(func() string { return h.Condition(name, argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+}
+
+// ExpectNoWorks waits until a hub Application has no work.
+func (h *Hub) ExpectNoWorks(name string) {
+	h.T.Helper()
+	h.G.Eventually(func() []string { return h.WorkKeys(name) }).Should(gomega.BeEmpty())
+}
+
+// ExpectNoWorksStay checks that a hub Application has no work, for the suites'
+// Consistently duration.
+func (h *Hub) ExpectNoWorksStay(name string) {
+	h.T.Helper()
+	h.G.Consistently(func() []string { return h.WorkKeys(name) }).Should(gomega.BeEmpty())
+}
+
 // ExpectPropagationError waits for a hub Application to report reason: a Warning Event
 // with the reason whose message holds every one of words, and the OCMPropagationError
 // condition whose message starts with the reason and holds them too.
