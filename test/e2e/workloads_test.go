@@ -121,13 +121,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
 
 		By("the agent's report and the ApplicationSet report count it healthy")
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, target.Name, hubApp)
-			if !found || err != nil {
-				return "not reported", err
-			}
-			return app.Sync.Status + "/" + app.Health.Status, nil
-		}).Should(Equal("Synced/Healthy"))
+		eventually(ctx, reportedSyncAndHealth(target.Name, hubApp)).Should(Equal("Synced/Healthy"))
 		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet, metav1.GetOptions{})
@@ -196,13 +190,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		}).Should(Equal("Synced/Degraded"))
 		// The agent publishes on its own schedule: the work's status feedback may reach the
 		// hub Application first.
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, target.Name, failing)
-			if !found || err != nil {
-				return "not reported", err
-			}
-			return app.Sync.Status + "/" + app.Health.Status, nil
-		}).Should(Equal("Synced/Degraded"))
+		eventually(ctx, reportedSyncAndHealth(target.Name, failing)).Should(Equal("Synced/Degraded"))
 
 		By("the hub Application shows Argo CD's health message for the Deployment, read by the agent from Argo CD's cache")
 		eventually(ctx, func(ctx context.Context) (string, error) {
@@ -306,4 +294,16 @@ func recordHealth(ctx context.Context, hubDyn dynamic.Interface, name string) *h
 	}()
 	<-started
 	return h
+}
+
+// reportedSyncAndHealth is a poll for eventually: "<sync>/<health>" of the Application
+// name as the agent of cluster reports it; "not reported" until it does.
+func reportedSyncAndHealth(cluster, name string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		app, found, err := reportedApp(ctx, cluster, name)
+		if !found || err != nil {
+			return "not reported", err
+		}
+		return app.Sync.Status + "/" + app.Health.Status, nil
+	}
 }
