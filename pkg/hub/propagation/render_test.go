@@ -133,13 +133,18 @@ type renderCase struct {
 	check   func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured)
 }
 
+// annotated returns the mutation that sets the annotation key of the app to value.
+func annotated(key, value string) func(app *unstructured.Unstructured) {
+	return func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, key, value) }
+}
+
 // destinationOverride is the case of an annotation that overrides the field of the
 // payload's destination with value: the destination is that field and the namespace, and
 // the annotation is not shipped.
 func destinationOverride(name, annotation, field, value string) renderCase {
 	return renderCase{
 		name:   name,
-		mutate: func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, annotation, value) },
+		mutate: annotated(annotation, value),
 		check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 			want := map[string]any{field: value, "namespace": "guestbook"}
 			if got := nested(t, payload, "spec", "destination"); !reflect.DeepEqual(got, want) {
@@ -283,10 +288,8 @@ func TestRenderManifestWork(t *testing.T) {
 			},
 		},
 		{
-			name: "app-namespace annotation",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
-			},
+			name:   "app-namespace annotation",
+			mutate: annotated(argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east"),
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if payload.GetNamespace() != "gitops-east" {
 					t.Errorf("payload namespace = %q, want gitops-east", payload.GetNamespace())
@@ -348,7 +351,7 @@ func TestRenderManifestWork(t *testing.T) {
 		},
 		{
 			name:   "refresh annotation reaches the spoke, pull label and skip-reconcile do not",
-			mutate: func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") },
+			mutate: annotated(argoapp.AnnotationRefresh, "hard"),
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if got := payload.GetAnnotations()[argoapp.AnnotationRefresh]; got != "hard" {
 					t.Errorf("payload refresh annotation = %q, want hard", got)
@@ -607,26 +610,20 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			wantInMsg:  ".spec.destination",
 		},
 		{
-			name: "missing cluster annotation",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "")
-			},
+			name:       "missing cluster annotation",
+			mutate:     annotated(argoapp.AnnotationOCMManagedCluster, ""),
 			wantReason: ReasonMissingClusterAnnotation,
 			wantInMsg:  argoapp.AnnotationOCMManagedCluster,
 		},
 		{
-			name: "cluster annotation not a namespace name",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "East_1")
-			},
+			name:       "cluster annotation not a namespace name",
+			mutate:     annotated(argoapp.AnnotationOCMManagedCluster, "East_1"),
 			wantReason: ReasonInvalidClusterName,
 			wantInMsg:  "East_1",
 		},
 		{
-			name: "app namespace not a namespace name",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A")
-			},
+			name:       "app namespace not a namespace name",
+			mutate:     annotated(argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A"),
 			wantReason: ReasonInvalidAppNamespace,
 			wantInMsg:  "Team A",
 		},
