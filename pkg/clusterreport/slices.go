@@ -387,7 +387,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	// Then the sync results: those whose sync did not simply succeed first.
 	if out.Operation != nil && out.Operation.SyncResult != nil && len(out.Operation.SyncResult.Resources) > 0 {
 		op, result := *out.Operation, *out.Operation.SyncResult
-		results := problemResultsFirst(result.Resources)
+		results := problemsFirst(result.Resources, resultProblem)
 		counted := cut.SyncResultsOmitted
 		op.SyncResult = &result
 		out.Operation = &op
@@ -481,7 +481,7 @@ func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	}
 	if n := len(syncResults(e)); n > MaxSliceResourcesPerApp {
 		op, result := *e.Operation, *e.Operation.SyncResult
-		result.Resources = problemResultsFirst(result.Resources)[:MaxSliceResourcesPerApp]
+		result.Resources = problemsFirst(result.Resources, resultProblem)[:MaxSliceResourcesPerApp]
 		op.SyncResult = &result
 		out.Operation = &op
 		cut.SyncResultsOmitted += int32(n - MaxSliceResourcesPerApp)
@@ -497,14 +497,10 @@ func syncResults(e statusv1alpha1.AppStatus) []statusv1alpha1.ResourceResult {
 	return e.Operation.SyncResult.Resources
 }
 
-// problemResultsFirst returns a copy of results, those whose sync did not succeed
-// (SyncFailed, PruneSkipped: what Argo CD's CLI reports) first, each group in its order.
-func problemResultsFirst(results []statusv1alpha1.ResourceResult) []statusv1alpha1.ResourceResult {
-	out := slices.Clone(results)
-	slices.SortStableFunc(out, func(a, b statusv1alpha1.ResourceResult) int {
-		return cmp.Compare(rank(a.Status != "Synced" && a.Status != "Pruned"), rank(b.Status != "Synced" && b.Status != "Pruned"))
-	})
-	return out
+// resultProblem reports whether the sync of a resource did not succeed (SyncFailed,
+// PruneSkipped: what Argo CD's CLI reports).
+func resultProblem(r statusv1alpha1.ResourceResult) bool {
+	return r.Status != "Synced" && r.Status != "Pruned"
 }
 
 // problemsFirst returns a copy of items, those with a problem first, in their order
