@@ -26,13 +26,51 @@ kind: Application
 metadata: {name: guestbook, namespace: argocd}
 `
 
+// decodeCase is a case of a decoder's table: appHeader+body decodes to want, or fails
+// on the malformed field at the path wantErr.
+type decodeCase[T any] struct {
+	name    string
+	body    string
+	want    T
+	wantErr string // a path the error must name; empty for success
+}
+
+// testDecode runs the cases of the decoder called name: an error wraps ErrMalformedField
+// and names the path and the application. A nil application is an error too.
+func testDecode[T any](t *testing.T, name string, decode func(*unstructured.Unstructured) (T, error), tests []decodeCase[T]) {
+	t.Helper()
+	t.Run("nil application", func(t *testing.T) {
+		if _, err := decode(nil); err == nil {
+			t.Fatalf("%s(nil) returned no error", name)
+		}
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decode(application(t, appHeader+tt.body))
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrMalformedField) {
+					t.Fatalf("error = %v, want one wrapping ErrMalformedField", err)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr+" is ") {
+					t.Errorf("error %q does not name the path %s", err, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), "argocd/guestbook") {
+					t.Errorf("error %q does not name the application", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s() = %+v, want %+v", name, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDecodeSpec(t *testing.T) {
-	tests := []struct {
-		name    string
-		body    string
-		want    Spec
-		wantErr string // a path the error must name; empty for success
-	}{
+	testDecode(t, "DecodeSpec", DecodeSpec, []decodeCase[Spec]{
 		{
 			name: "single source",
 			body: `
@@ -73,36 +111,7 @@ spec:
 		{name: "sources not a list", body: "spec: {sources: {repoURL: x}}", wantErr: ".spec.sources"},
 		{name: "source entry not an object", body: "spec: {sources: [x]}", wantErr: ".spec.sources[0]"},
 		{name: "source field not a string", body: "spec: {sources: [{repoURL: a}, {path: true}]}", wantErr: ".spec.sources[1].path"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeSpec(application(t, appHeader+tt.body))
-			if tt.wantErr != "" {
-				if !errors.Is(err, ErrMalformedField) {
-					t.Fatalf("error = %v, want one wrapping ErrMalformedField", err)
-				}
-				if !strings.Contains(err.Error(), tt.wantErr+" is ") {
-					t.Errorf("error %q does not name the path %s", err, tt.wantErr)
-				}
-				if !strings.Contains(err.Error(), "argocd/guestbook") {
-					t.Errorf("error %q does not name the application", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("DecodeSpec() = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestDecodeSpecNil(t *testing.T) {
-	if _, err := DecodeSpec(nil); err == nil {
-		t.Fatal("DecodeSpec(nil) returned no error")
-	}
+	})
 }
 
 func TestSpecProjectAndSources(t *testing.T) {
@@ -121,12 +130,7 @@ func TestSpecProjectAndSources(t *testing.T) {
 }
 
 func TestDecodeStatus(t *testing.T) {
-	tests := []struct {
-		name    string
-		body    string
-		want    Status
-		wantErr string
-	}{
+	testDecode(t, "DecodeStatus", DecodeStatus, []decodeCase[Status]{
 		{
 			name: "full status",
 			body: `
@@ -169,33 +173,7 @@ status:
 		{name: "condition not an object", body: "status: {conditions: [SyncError]}", wantErr: ".status.conditions[0]"},
 		{name: "status not an object", body: "status: Healthy", wantErr: ".status"},
 		{name: "reconciledAt not a string", body: "status: {reconciledAt: 5}", wantErr: ".status.reconciledAt"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeStatus(application(t, appHeader+tt.body))
-			if tt.wantErr != "" {
-				if !errors.Is(err, ErrMalformedField) {
-					t.Fatalf("error = %v, want one wrapping ErrMalformedField", err)
-				}
-				if !strings.Contains(err.Error(), tt.wantErr+" is ") {
-					t.Errorf("error %q does not name the path %s", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("DecodeStatus() = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestDecodeStatusNil(t *testing.T) {
-	if _, err := DecodeStatus(nil); err == nil {
-		t.Fatal("DecodeStatus(nil) returned no error")
-	}
+	})
 }
 
 func TestFeedbackFields(t *testing.T) {

@@ -23,6 +23,18 @@ var (
 	apiReasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
 )
 
+// encodeValid encodes report, failing the test on an error or on conditions that the
+// API would refuse.
+func encodeValid(t *testing.T, report Report) Encoding {
+	t.Helper()
+	enc, err := Encode(report)
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	checkAPIValid(t, enc)
+	return enc
+}
+
 // checkAPIValid fails the test when a condition would be refused by the apiserver, or the
 // conditions break the budget.
 func checkAPIValid(t *testing.T, enc Encoding) {
@@ -139,11 +151,7 @@ func TestRoundTrip(t *testing.T) {
 			{Type: ConditionApplicationControllerRBAC, Status: "False", Reason: ReasonForbidden, Message: forbidden},
 		},
 	}
-	enc, err := Encode(report)
-	if err != nil {
-		t.Fatalf("Encode: %v", err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, report)
 	if enc.Cut.Any() {
 		t.Errorf("Cut = %+v, want nothing cut", enc.Cut)
 	}
@@ -291,11 +299,7 @@ func TestEncodePerAppCaps(t *testing.T) {
 	for i := range app.Sync.Revisions {
 		app.Sync.Revisions[i] = fmt.Sprintf("rev-%d", i)
 	}
-	enc, err := Encode(Report{Apps: []App{app}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, Report{Apps: []App{app}})
 	if enc.Cut.Any() {
 		t.Errorf("per-app caps counted as budget cuts: %+v", enc.Cut)
 	}
@@ -329,11 +333,7 @@ func TestEncodeOversizedApp(t *testing.T) {
 		app.Resources[i].Name = fmt.Sprintf("%03d-%s", i, strings.Repeat("n", 249))
 		app.Resources[i].Group = strings.Repeat("g", 200)
 	}
-	enc, err := Encode(Report{Apps: []App{app}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, Report{Apps: []App{app}})
 	got := decodeAll(t, enc).Apps[0]
 	if len(got.Resources) == 0 || len(got.Resources) >= 100 || len(got.Resources)+got.ResourcesOmitted != 100 {
 		t.Errorf("kept %d resources, omitted %d; want some of 100", len(got.Resources), got.ResourcesOmitted)
@@ -354,11 +354,7 @@ func TestEncodeBudgetDegradesHealthyFirst(t *testing.T) {
 	for i := range 3 {
 		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%d", i), 100))
 	}
-	enc, err := Encode(Report{Apps: apps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, Report{Apps: apps})
 	t.Logf("63 apps of 100 resources: %d bytes, cut %+v", enc.Bytes, enc.Cut)
 	report := decodeAll(t, enc)
 	if len(report.Apps) != 63 {
@@ -397,11 +393,7 @@ func TestEncodeBudgetKeepsErrors(t *testing.T) {
 	for i := range 50 {
 		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%03d", i), 30))
 	}
-	enc, err := Encode(Report{Apps: apps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, Report{Apps: apps})
 	t.Logf("250 failing and 50 healthy apps: %d bytes, cut %+v", enc.Bytes, enc.Cut)
 	report := decodeAll(t, enc)
 	if len(report.Apps) != 300 || enc.Cut.Apps != 0 {
@@ -520,11 +512,7 @@ func TestEncodeAppsInSlices(t *testing.T) {
 	// they are, and the scope leaves none out.
 	apps := fleetApps(1500, 500, 20)
 	diagnostics := []Diagnostic{{Type: ConditionApplicationCRD, Status: "True", Reason: ReasonCRDFound, Message: "found"}}
-	enc, err := Encode(Report{Apps: apps, Diagnostics: diagnostics, Scope: &Scope{WatchNamespaces: []string{"fleet"}}, AppsInSlices: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAPIValid(t, enc)
+	enc := encodeValid(t, Report{Apps: apps, Diagnostics: diagnostics, Scope: &Scope{WatchNamespaces: []string{"fleet"}}, AppsInSlices: true})
 	var types []string
 	for _, c := range enc.Conditions {
 		types = append(types, c.Type)
@@ -550,7 +538,7 @@ func TestEncodeAppsInSlices(t *testing.T) {
 		t.Error("Encode took an app without a name")
 	}
 	// Without apps, the summary is the one of an agent with none.
-	enc, err = Encode(Report{AppsInSlices: true})
+	enc, err := Encode(Report{AppsInSlices: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,11 +687,7 @@ func TestEncodeScope(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			enc, err := Encode(Report{Apps: []App{healthyApp("argocd", "web", 1)}, Scope: tt.scope})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkAPIValid(t, enc)
+			enc := encodeValid(t, Report{Apps: []App{healthyApp("argocd", "web", 1)}, Scope: tt.scope})
 			c := findCondition(enc.Conditions, ConditionReportScope)
 			if tt.want == nil {
 				if c.Type != "" {

@@ -373,10 +373,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	out.Truncated = cut
 
 	// Keep the nodes that are not Healthy first, then as many of the rest as fit.
-	nodes := slices.Clone(e.Nodes)
-	slices.SortStableFunc(nodes, func(a, b statusv1alpha1.ResourceNode) int {
-		return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
-	})
+	nodes := problemsFirst(e.Nodes, nodeProblem)
 	keepNodes := fitCount(len(nodes), func(n int) bool {
 		out.Nodes = sortedNodes(nodes[:n])
 		cut.NodesOmitted = countedNodes + int32(len(nodes)-n)
@@ -390,7 +387,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	// Then the sync results: those whose sync did not simply succeed first.
 	if out.Operation != nil && out.Operation.SyncResult != nil && len(out.Operation.SyncResult.Resources) > 0 {
 		op, result := *out.Operation, *out.Operation.SyncResult
-		results := problemResultsFirst(result.Resources)
+		results := problemsFirst(result.Resources, resultProblem)
 		counted := cut.SyncResultsOmitted
 		op.SyncResult = &result
 		out.Operation = &op
@@ -436,10 +433,7 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	}
 
 	out.Nodes, cut.NodesOmitted = nil, countedNodes+int32(len(nodes))
-	ordered := slices.Clone(resources)
-	slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
-		return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
-	})
+	ordered := problemsFirst(resources, resourceProblem)
 	keep := fitCount(len(ordered), func(n int) bool {
 		out.Resources = sortedResources(ordered[:n])
 		return EntrySize(out) <= MaxSliceBytes
@@ -472,18 +466,12 @@ func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	out := e
 	out.Truncated = cut
 	if n := len(e.Resources); n > MaxSliceResourcesPerApp {
-		ordered := slices.Clone(e.Resources)
-		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceStatus) int {
-			return cmp.Compare(rank(resourceProblem(a)), rank(resourceProblem(b)))
-		})
+		ordered := problemsFirst(e.Resources, resourceProblem)
 		out.Resources = sortedResources(ordered[:MaxSliceResourcesPerApp])
 		cut.ResourcesOmitted += int32(n - MaxSliceResourcesPerApp)
 	}
 	if n := len(e.Nodes); n > MaxSliceNodesPerApp {
-		ordered := slices.Clone(e.Nodes)
-		slices.SortStableFunc(ordered, func(a, b statusv1alpha1.ResourceNode) int {
-			return cmp.Compare(rank(nodeProblem(a)), rank(nodeProblem(b)))
-		})
+		ordered := problemsFirst(e.Nodes, nodeProblem)
 		out.Nodes = sortedNodes(ordered[:MaxSliceNodesPerApp])
 		cut.NodesOmitted += int32(n - MaxSliceNodesPerApp)
 	}
@@ -493,7 +481,7 @@ func fitCounts(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	}
 	if n := len(syncResults(e)); n > MaxSliceResourcesPerApp {
 		op, result := *e.Operation, *e.Operation.SyncResult
-		result.Resources = problemResultsFirst(result.Resources)[:MaxSliceResourcesPerApp]
+		result.Resources = problemsFirst(result.Resources, resultProblem)[:MaxSliceResourcesPerApp]
 		op.SyncResult = &result
 		out.Operation = &op
 		cut.SyncResultsOmitted += int32(n - MaxSliceResourcesPerApp)
@@ -509,13 +497,17 @@ func syncResults(e statusv1alpha1.AppStatus) []statusv1alpha1.ResourceResult {
 	return e.Operation.SyncResult.Resources
 }
 
-// problemResultsFirst returns a copy of results, those whose sync did not succeed
-// (SyncFailed, PruneSkipped: what Argo CD's CLI reports) first, each group in its order.
-func problemResultsFirst(results []statusv1alpha1.ResourceResult) []statusv1alpha1.ResourceResult {
-	out := slices.Clone(results)
-	slices.SortStableFunc(out, func(a, b statusv1alpha1.ResourceResult) int {
-		return cmp.Compare(rank(a.Status != "Synced" && a.Status != "Pruned"), rank(b.Status != "Synced" && b.Status != "Pruned"))
-	})
+// resultProblem reports whether the sync of a resource did not succeed (SyncFailed,
+// PruneSkipped: what Argo CD's CLI reports).
+func resultProblem(r statusv1alpha1.ResourceResult) bool {
+	return r.Status != "Synced" && r.Status != "Pruned"
+}
+
+// problemsFirst returns a copy of items, those with a problem first, in their order
+// otherwise.
+func problemsFirst[T any](items []T, problem func(T) bool) []T {
+	out := slices.Clone(items)
+	slices.SortStableFunc(out, func(a, b T) int { return cmp.Compare(rank(problem(a)), rank(problem(b))) })
 	return out
 }
 
@@ -536,20 +528,27 @@ func resourceProblem(r statusv1alpha1.ResourceStatus) bool {
 }
 
 func sortedNodes(nodes []statusv1alpha1.ResourceNode) []statusv1alpha1.ResourceNode {
-	out := slices.Clone(nodes)
-	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceNode) int {
-		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	return sortedByRef(nodes, func(n statusv1alpha1.ResourceNode) objectRef {
+		return objectRef{n.Group, n.Kind, n.Namespace, n.Name, n.Version}
 	})
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }
 
 func sortedResources(resources []statusv1alpha1.ResourceStatus) []statusv1alpha1.ResourceStatus {
-	out := slices.Clone(resources)
-	slices.SortFunc(out, func(a, b statusv1alpha1.ResourceStatus) int {
-		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
+	return sortedByRef(resources, func(r statusv1alpha1.ResourceStatus) objectRef {
+		return objectRef{r.Group, r.Kind, r.Namespace, r.Name, r.Version}
+	})
+}
+
+// objectRef is what orders the nodes and the resources of an entry.
+type objectRef struct{ group, kind, namespace, name, version string }
+
+// sortedByRef returns a copy of items sorted by group, kind, namespace, name, then
+// version; nil when there are none.
+func sortedByRef[T any](items []T, refOf func(T) objectRef) []T {
+	out := slices.Clone(items)
+	slices.SortFunc(out, func(a, b T) int {
+		x, y := refOf(a), refOf(b)
+		return cmp.Or(compareRefs(x.group, x.kind, x.namespace, x.name, y.group, y.kind, y.namespace, y.name), strings.Compare(x.version, y.version))
 	})
 	if len(out) == 0 {
 		return nil

@@ -34,36 +34,34 @@ func TestLeaderElectionOptions(t *testing.T) {
 	}
 }
 
-func TestAgentImagePullPolicyOption(t *testing.T) {
-	for policy, valid := range map[string]bool{"Always": true, "IfNotPresent": true, "Never": true, "": false, "always": false} {
+// expectValid checks, for each value, that the default options with set(value) are
+// valid or not, as values says.
+func expectValid[T comparable](t *testing.T, option string, values map[T]bool, set func(*Options, T)) {
+	t.Helper()
+	for value, valid := range values {
 		opts := DefaultOptions()
-		opts.AgentImagePullPolicy = policy
+		set(&opts, value)
 		if err := opts.Validate(); (err == nil) != valid {
-			t.Errorf("pull policy %q: Validate() = %v, want valid %v", policy, err, valid)
+			t.Errorf("%s %#v: Validate() = %v, want valid %v", option, value, err, valid)
 		}
 	}
+}
+
+func TestAgentImagePullPolicyOption(t *testing.T) {
+	expectValid(t, "pull policy", map[string]bool{"Always": true, "IfNotPresent": true, "Never": true, "": false, "always": false},
+		func(o *Options, policy string) { o.AgentImagePullPolicy = policy })
 }
 
 func TestReportBudgetOption(t *testing.T) {
 	if got := DefaultOptions().AppSetReportOptions().BudgetBytes; got != 1<<20 {
 		t.Errorf("the default report budget is %d bytes, want 1 MiB", got)
 	}
-	for budget, valid := range map[int64]bool{1 << 20: true, 64 << 10: true, 64<<10 - 1: false, 0: false, -1: false} {
-		opts := DefaultOptions()
-		opts.ReportBudgetBytes = budget
-		if err := opts.Validate(); (err == nil) != valid {
-			t.Errorf("report budget %d: Validate() = %v, want valid %v", budget, err, valid)
-		}
-	}
+	expectValid(t, "report budget", map[int64]bool{1 << 20: true, 64 << 10: true, 64<<10 - 1: false, 0: false, -1: false},
+		func(o *Options, budget int64) { o.ReportBudgetBytes = budget })
 }
 
 // pprof, which has no authentication, binds to loopback only.
 func TestPprofOnLoopbackOnly(t *testing.T) {
-	for addr, valid := range map[string]bool{"0": true, "127.0.0.1:6060": true, "[::1]:6060": true, ":6060": false, "0.0.0.0:6060": false} {
-		opts := DefaultOptions()
-		opts.PprofAddr = addr
-		if err := opts.Validate(); (err == nil) != valid {
-			t.Errorf("pprof address %q: Validate() = %v, want valid %v", addr, err, valid)
-		}
-	}
+	expectValid(t, "pprof address", map[string]bool{"0": true, "127.0.0.1:6060": true, "[::1]:6060": true, ":6060": false, "0.0.0.0:6060": false},
+		func(o *Options, addr string) { o.PprofAddr = addr })
 }

@@ -208,7 +208,7 @@ func (s *suite) deleteApp(name string) {
 	}
 	s.G.Expect(client.IgnoreNotFound(s.C.Delete(s.Ctx, app))).To(gomega.Succeed())
 	s.G.Eventually(func() bool { return s.GetApp(name) == nil }).Should(gomega.BeTrue(), "application %s is still there", name)
-	s.G.Eventually(func() []string { return s.WorkKeys(name) }).Should(gomega.BeEmpty())
+	s.ExpectNoWorks(name)
 }
 
 // The work agent and the spoke agent.

@@ -155,10 +155,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 
 	It("removes the agent when the addon is disabled", func(ctx SpecContext) {
 		Expect(addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})).To(Succeed())
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := enabled.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue())
+		eventually(ctx, agentGone(enabled)).Should(BeTrue())
 		eventually(ctx, func(ctx context.Context) ([]workv1.ManifestWork, error) {
 			list, err := works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {

@@ -24,6 +24,7 @@ import (
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -99,6 +100,32 @@ func eventually(ctx context.Context, f any) AsyncAssertion {
 	return Eventually(ctx, f).WithTimeout(3 * time.Minute).WithPolling(500 * time.Millisecond)
 }
 
+// objectGone is a poll for eventually: whether the object name of resources is gone.
+func objectGone(resources dynamic.ResourceInterface, name string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		_, err := resources.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+}
+
+// agentGone is a poll for eventually: whether the addon's agent Deployment is gone from
+// cluster.
+func agentGone(cluster *fleet.ManagedCluster) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		_, err := cluster.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+}
+
+// applicationStatus reads the Application name of apps and decodes its status.
+func applicationStatus(ctx context.Context, apps dynamic.ResourceInterface, name string) (argoapp.Status, error) {
+	u, err := apps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return argoapp.Status{}, err
+	}
+	return argoapp.DecodeStatus(u)
+}
+
 // addonName is this addon's ClusterManagementAddOn and ManagedClusterAddOn name.
 const addonName = clusterreport.DefaultAddonName
 
@@ -120,10 +147,7 @@ func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
 	DeferCleanup(func(ctx SpecContext) {
 		err := addons.AddonV1beta1().ManagedClusterAddOns(cluster.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := cluster.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "agent removed from %s", cluster.Name)
+		eventually(ctx, agentGone(cluster)).Should(BeTrue(), "agent removed from %s", cluster.Name)
 	})
 }
 

@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
@@ -35,21 +33,14 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		placement = "fault-placement"
 	)
 	var (
-		hubDyn   dynamic.Interface
-		works    workclient.Interface
-		addons   addonclient.Interface
+		hub      hubClients
 		target   *fleet.ManagedCluster
 		spokeDyn dynamic.Interface
 		agentPod string
 	)
 	BeforeAll(func(ctx SpecContext) {
 		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		works, err = workclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hub = newHubClients()
 		// The addon suite leaves the last cluster without the addon while it runs; this
 		// suite enables it and removes it again, agent included, before it ends.
 		target = theFleet.Clusters[2]
@@ -62,7 +53,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 
 		// The agent runs and publishes before the restart.
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
+			mca, err := hub.addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Get(ctx, addonName, metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
@@ -91,7 +82,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		// filters must survive. The deletes go straight to etcd and stand in for deletes
 		// that another apiserver of an HA hub serves while this one restarts. The objects
 		// are of another addon, so that nothing in the fleet depends on them.
-		mcas, cmas := addons.AddonV1beta1().ManagedClusterAddOns(target.Name), addons.AddonV1beta1().ClusterManagementAddOns()
+		mcas, cmas := hub.addons.AddonV1beta1().ManagedClusterAddOns(target.Name), hub.addons.AddonV1beta1().ClusterManagementAddOns()
 		_, err := mcas.Create(ctx, &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: watchGapAddon}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
@@ -127,15 +118,12 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
 		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
-		hubApps := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
+		hubApps := hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
 		_, err = hubApps.Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(ignoreNotFound(hubApps.Delete(ctx, appName, metav1.DeleteOptions{}))).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "spoke Application removed with its work")
+			eventually(ctx, objectGone(spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "spoke Application removed with its work")
 		})
 
 		// A manager that restarted does nothing until the leader Lease of the one before it
@@ -150,7 +138,7 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 			if err := sameManager(); err != nil {
 				return nil, err
 			}
-			list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+			list, err := hub.works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 			if err != nil {
 				return nil, err
 			}

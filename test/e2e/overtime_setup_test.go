@@ -15,7 +15,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,7 +26,6 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -73,15 +71,7 @@ func (c hubClients) apps(namespace string) dynamic.ResourceInterface {
 // it disables it again and waits until the agent is gone, as it was before.
 func (c hubClients) optIn(ctx context.Context, clusters ...*fleet.ManagedCluster) {
 	for _, mc := range clusters {
-		clusteradmEnable(ctx, mc.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := c.addons.AddonV1beta1().ManagedClusterAddOns(mc.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := mc.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", mc.Name)
-		})
+		enableAddonForSpec(ctx, mc)
 	}
 }
 
@@ -252,10 +242,7 @@ func (c hubClients) createApp(ctx context.Context, app *unstructured.Unstructure
 // deleteAndWait deletes an object and waits until it is gone.
 func (c hubClients) deleteAndWait(ctx context.Context, ri dynamic.ResourceInterface, name string) {
 	Expect(ignoreNotFound(ri.Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
-	eventually(ctx, func(ctx context.Context) bool {
-		_, err := ri.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}).Should(BeTrue(), "%s deleted", name)
+	eventually(ctx, objectGone(ri, name)).Should(BeTrue(), "%s deleted", name)
 }
 
 // settledStandalone waits until a pulled standalone Application synced the git head by

@@ -339,11 +339,7 @@ var _ = Describe("Pulled Applications through binding changes, a manual sync and
 		head, err := theFleet.Git.Head()
 		Expect(err).NotTo(HaveOccurred())
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := spoke.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, spoke, name)
 			return st.Sync.Status + "/" + st.Sync.Revision + "/" + st.OperationState.Phase, err
 		}).Should(Equal("OutOfSync/"+head+"/"), "without a sync policy the spoke compares and waits")
 

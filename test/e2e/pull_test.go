@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -31,27 +29,20 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 		appNS   = "guestbook-pull"
 	)
 	var (
-		hubDyn  dynamic.Interface
-		works   workclient.Interface
-		addons  addonclient.Interface
+		hub     hubClients
 		target  *fleet.ManagedCluster
 		spokeCl dynamic.Interface
 	)
 	BeforeAll(func(ctx SpecContext) {
 		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		works, err = workclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hub = newHubClients()
 		target = theFleet.Clusters[1] // the addon suite uses the first and the last
 		spokeCl, err = dynamic.NewForConfig(target.Config)
 		Expect(err).NotTo(HaveOccurred())
 
 		clusteradmEnable(ctx, target.Name)
 		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+			err := hub.addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 			Expect(ignoreNotFound(err)).To(Succeed())
 		})
 
@@ -70,11 +61,11 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 		})
 		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
 		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
-		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
+		_, err := hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
 		eventually(ctx, func(ctx context.Context) (int, error) {
-			list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+			list, err := hub.works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 			if err != nil {
 				return 0, err
 			}
@@ -116,7 +107,7 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 			workName = app.ManifestWork
 			return app.Sync.Status, nil
 		}).Should(Equal("Synced"))
-		work, err := works.WorkV1().ManifestWorks(target.Name).Get(ctx, workName, metav1.GetOptions{})
+		work, err := hub.works.WorkV1().ManifestWorks(target.Name).Get(ctx, workName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the reported ManifestWork %q", workName)
 		Expect(work.Annotations).To(HaveKeyWithValue(argoapp.AnnotationHubApplicationNamespace, fleet.ArgoCDNamespace))
 		Expect(work.Annotations).To(HaveKeyWithValue(argoapp.AnnotationHubApplicationName, appName))
@@ -133,11 +124,11 @@ var _ = Describe("Pulling a hub Application", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 		})
 		refresh := fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, argoapp.AnnotationRefresh)
-		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, appName, types.MergePatchType, []byte(refresh), metav1.PatchOptions{})
+		_, err = hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, appName, types.MergePatchType, []byte(refresh), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
+			u, err := hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
@@ -208,19 +199,15 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 		// Fail fast: Argo CD records SyncError once the automated sync gave up retrying.
 		Expect(unstructured.SetNestedMap(app.Object, map[string]any{"limit": int64(1),
 			"backoff": map[string]any{"duration": "1s", "factor": int64(1), "maxDuration": "1s"}}, "spec", "syncPolicy", "retry")).To(Succeed())
-		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
+		_, err = hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, forbidden, metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, forbidden, metav1.DeleteOptions{})).To(Succeed())
 		})
 
 		wantError := ContainSubstring(`is forbidden: User "system:serviceaccount:argocd:argocd-application-controller" cannot`)
 		eventually(ctx, func(ctx context.Context) ([]argoapp.Condition, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, forbidden, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), forbidden)
 			return st.Conditions, err
 		}).Should(ContainElement(And(HaveField("Type", "SyncError"), HaveField("Message", wantError))), "the hub app shows the spoke's SyncError")
 		reported, found, err := reportedApp(ctx, target.Name, forbidden)
@@ -230,20 +217,14 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 	})
 
 	It("removes the work, the spoke Application and its resources when the hub Application is deleted", func(ctx SpecContext) {
-		Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appName, metav1.DeleteOptions{})).To(Succeed())
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "spoke Application deleted")
+		Expect(hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appName, metav1.DeleteOptions{})).To(Succeed())
+		eventually(ctx, objectGone(spokeCl.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "spoke Application deleted")
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := target.Kube.AppsV1().Deployments(appNS).Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the resources finalizer made the spoke Argo CD prune the Deployment")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appName, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "hub Application gone once the cluster is clean")
-		list, err := works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
+		eventually(ctx, objectGone(hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), appName)).Should(BeTrue(), "hub Application gone once the cluster is clean")
+		list, err := hub.works.WorkV1().ManifestWorks(target.Name).List(ctx, metav1.ListOptions{LabelSelector: argoapp.LabelPullToOCMManagedCluster})
 		Expect(err).NotTo(HaveOccurred())
 		for _, w := range list.Items {
 			Expect(w.Annotations[argoapp.AnnotationHubApplicationName]).NotTo(Equal(appName), "orphaned work %s", w.Name)
@@ -263,7 +244,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		var report appsv1alpha1.MulticlusterApplicationSetReport
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
+			u, err := hub.dyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
@@ -288,11 +269,7 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 
 		By("the hub Application shows the spoke's status and resource tree")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)
 			if err != nil {
 				return "", err
 			}
@@ -301,19 +278,13 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 
 		By("deleting the ApplicationSet removes its apps, works and deployed resources, and the report")
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
-		Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "pull-appset", metav1.DeleteOptions{})).To(Succeed())
+		Expect(hub.dyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "pull-appset", metav1.DeleteOptions{})).To(Succeed())
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := target.Kube.AppsV1().Deployments("pull-appset").Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "deployed resources pruned on the spoke")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "hub Application gone")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "report collected with its ApplicationSet")
+		eventually(ctx, objectGone(hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone")
+		eventually(ctx, objectGone(hub.dyn.Resource(reports).Namespace(fleet.ArgoCDNamespace), "pull-appset")).Should(BeTrue(), "report collected with its ApplicationSet")
 	})
 })
 

@@ -9,17 +9,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -34,7 +31,6 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 	)
 	var (
 		hubDyn dynamic.Interface
-		addons addonclient.Interface
 		target *fleet.ManagedCluster
 		argocd *fleet.ArgoCDClient
 	)
@@ -42,20 +38,10 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 		var err error
 		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
 		Expect(theFleet.ArgoCDServer).NotTo(BeEmpty(), "the fleet runs argocd-server on the hub")
 		target = theFleet.Clusters[0]
 
-		clusteradmEnable(ctx, target.Name)
-		DeferCleanup(func(ctx SpecContext) {
-			err := addons.AddonV1beta1().ManagedClusterAddOns(target.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "agent removed from %s", target.Name)
-		})
+		enableAddonForSpec(ctx, target)
 
 		// The tenant gate: a Placement in the app's namespace selects the cluster.
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
@@ -87,10 +73,7 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), app)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
 		By("GET /api/v1/applications/" + app + "/resource-tree shows the Deployment, its ReplicaSet and its Pod, Healthy")

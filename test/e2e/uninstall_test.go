@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -55,11 +54,7 @@ var _ = Describe("Uninstalling the addon with helm", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		want := settledHealth(ctx)
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hub.apps(tenant).Get(ctx, app, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hub.apps(tenant), app)
 			return st.Sync.Status + "/" + st.Health.Status, err
 		}).Should(Equal("Synced/" + want))
 		u, err := hub.apps(tenant).Get(ctx, app, metav1.GetOptions{})
@@ -84,10 +79,7 @@ var _ = Describe("Uninstalling the addon with helm", Ordered, func() {
 		u, err := hub.apps(tenant).Get(ctx, app, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(u.GetFinalizers()).To(BeEmpty(), "the hub Argo CD skips the pulled app: nobody would remove them")
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := target.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "the agent leaves the cluster with the ClusterManagementAddOn")
+		eventually(ctx, agentGone(target)).Should(BeTrue(), "the agent leaves the cluster with the ClusterManagementAddOn")
 	}
 
 	It("pulls an app to a cluster", func(ctx SpecContext) {
@@ -117,10 +109,7 @@ var _ = Describe("Uninstalling the addon with helm", Ordered, func() {
 
 	It("with uninstall.mode=remove-apps removes the app from the cluster, and Argo CD prunes its workload", func(ctx SpecContext) {
 		uninstalled(ctx)
-		eventually(ctx, func(ctx context.Context) bool {
-			_, err := spokeApps(target).Get(ctx, app, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "the spoke Application is deleted")
+		eventually(ctx, objectGone(spokeApps(target), app)).Should(BeTrue(), "the spoke Application is deleted")
 		_, err := target.Kube.AppsV1().Deployments(destNS).Get(ctx, guestbox, metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the resources finalizer pruned the Deployment first: %v", err)
 		hub.deleteAndWait(ctx, hub.apps(tenant), app)

@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,19 +82,12 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
 		By("the hub Application ends Synced and Healthy, having been Progressing")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, hubApp, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)
 			if err != nil {
 				return "", err
 			}
@@ -129,13 +121,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
 
 		By("the agent's report and the ApplicationSet report count it healthy")
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, target.Name, hubApp)
-			if !found || err != nil {
-				return "not reported", err
-			}
-			return app.Sync.Status + "/" + app.Health.Status, nil
-		}).Should(Equal("Synced/Healthy"))
+		eventually(ctx, reportedSyncAndHealth(target.Name, hubApp)).Should(Equal("Synced/Healthy"))
 		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		eventually(ctx, func(ctx context.Context) (string, error) {
 			u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet, metav1.GetOptions{})
@@ -170,19 +156,12 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, failing, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
+			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
 		By("on the spoke, the Pod runs but is not Ready, the Deployment misses its progress deadline, and Argo CD calls the app Degraded")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, spokeDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			return st.Sync.Status + "/" + st.Health.Status, err
 		}).Should(Equal("Synced/Degraded"))
 		// What Argo CD's verdict rests on: its message for the Deployment is `Deployment
@@ -206,30 +185,16 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 
 		By("the hub Application and the agent's report show it Degraded")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			return st.Sync.Status + "/" + st.Health.Status, err
 		}).Should(Equal("Synced/Degraded"))
 		// The agent publishes on its own schedule: the work's status feedback may reach the
 		// hub Application first.
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			app, found, err := reportedApp(ctx, target.Name, failing)
-			if !found || err != nil {
-				return "not reported", err
-			}
-			return app.Sync.Status + "/" + app.Health.Status, nil
-		}).Should(Equal("Synced/Degraded"))
+		eventually(ctx, reportedSyncAndHealth(target.Name, failing)).Should(Equal("Synced/Degraded"))
 
 		By("the hub Application shows Argo CD's health message for the Deployment, read by the agent from Argo CD's cache")
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, failing, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			st, err := argoapp.DecodeStatus(u)
+			st, err := applicationStatus(ctx, hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)
 			if err != nil {
 				return "", err
 			}
@@ -329,4 +294,16 @@ func recordHealth(ctx context.Context, hubDyn dynamic.Interface, name string) *h
 	}()
 	<-started
 	return h
+}
+
+// reportedSyncAndHealth is a poll for eventually: "<sync>/<health>" of the Application
+// name as the agent of cluster reports it; "not reported" until it does.
+func reportedSyncAndHealth(cluster, name string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		app, found, err := reportedApp(ctx, cluster, name)
+		if !found || err != nil {
+			return "not reported", err
+		}
+		return app.Sync.Status + "/" + app.Health.Status, nil
+	}
 }

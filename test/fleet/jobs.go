@@ -36,13 +36,9 @@ func (r *podRunner) reconcileJobs(ctx context.Context) error {
 			if err != nil || pc == nil {
 				return err
 			}
-			proc, err := r.startPod(ctx, job.Namespace, job.Name, pc)
-			if err != nil {
+			if err := r.startPod(ctx, key, job.Namespace, job.Name, pc); err != nil {
 				return err
 			}
-			r.mu.Lock()
-			r.pods[key] = &runningPod{proc: proc, spec: pc.hash}
-			r.mu.Unlock()
 			continue
 		}
 		exited, exitErr := running.proc.Exited()

@@ -120,14 +120,7 @@ func (r *podRunner) ensure(ctx context.Context, key string, d *appsv1.Deployment
 		}
 		r.sup.remove(running.proc, 10*time.Second)
 	}
-	proc, err := r.startPod(ctx, d.Namespace, d.Name, pc)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.pods[key] = &runningPod{proc: proc, spec: pc.hash}
-	r.mu.Unlock()
-	return nil
+	return r.startPod(ctx, key, d.Namespace, d.Name, pc)
 }
 
 // podCommand is what runs a Pod of the spec: the first container, its secret volumes
@@ -181,9 +174,22 @@ func (r *podRunner) podCommand(ctx context.Context, namespace, name string, pod 
 	return &podCommand{pod: pod, dir: dir, args: args, hash: hex.EncodeToString(hash.Sum(nil))}, nil
 }
 
-// startPod runs the Pod's process with what a kubelet gives it: a token of its service
-// account as $KUBECONFIG, its env.
-func (r *podRunner) startPod(ctx context.Context, namespace, name string, pc *podCommand) (*process, error) {
+// startPod runs the Pod's process with what a kubelet gives it, and records it as the
+// running pod key.
+func (r *podRunner) startPod(ctx context.Context, key, namespace, name string, pc *podCommand) error {
+	proc, err := r.startPodProcess(ctx, namespace, name, pc)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.pods[key] = &runningPod{proc: proc, spec: pc.hash}
+	r.mu.Unlock()
+	return nil
+}
+
+// startPodProcess runs the Pod's process with what a kubelet gives it: a token of its
+// service account as $KUBECONFIG, its env.
+func (r *podRunner) startPodProcess(ctx context.Context, namespace, name string, pc *podCommand) (*process, error) {
 	c := pc.pod.Containers[0]
 	kubeconfig := filepath.Join(pc.dir, "serviceaccount.kubeconfig")
 	if err := r.cp.ServiceAccountKubeconfig(ctx, namespace, pc.pod.ServiceAccountName, kubeconfig, tokenTTL); err != nil {

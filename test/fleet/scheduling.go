@@ -61,31 +61,12 @@ options:
   nodePlayStageParallelism: 2
   podsOnNodeSyncParallelism: 2
   enablePodsOnNodeSyncStreamWatch: true
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: node-initialize}
-spec:
-  resourceRef: {apiGroup: v1, kind: Node}
-  selector:
-    matchExpressions:
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+`+kwokStage("node-initialize", "Node")+`    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ['True']
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $lastTransitionTime | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type  | Quote}}
-      {{ end }}
-      addresses:
+`+kwokNodeConditions+`      addresses:
       {{ with .status.addresses }}
       {{ YAML . 1 }}
       {{ else }}
@@ -107,15 +88,7 @@ spec:
         kubeProxyVersion: {{ $kwokVersion }}
         kubeletVersion: {{ $kwokVersion }}
       phase: Running
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: node-heartbeat-with-lease}
-spec:
-  resourceRef: {apiGroup: v1, kind: Node}
-  selector:
-    matchExpressions:
-    - key: '.status.phase'
+`+kwokStage("node-heartbeat-with-lease", "Node")+`    - key: '.status.phase'
       operator: In
       values: [Running]
     - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
@@ -126,37 +99,10 @@ spec:
     jitterDurationMilliseconds: 610000
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $lastTransitionTime | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-ready}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: DoesNotExist
-    - key: '.status.phase'
-      operator: In
-      values: [Pending]
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+`+kwokNodeConditions+kwokStage("pod-ready", "Pod")+kwokPendingPod+`    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ['True']
-    - key: '.metadata.labels["app.kubernetes.io/part-of"]'
-      operator: NotIn
-      values: [%[2]s]
-    - key: '.spec.containers.[].image | contains("%[3]s")'
+`+kwokNotAddonPod+`    - key: '.spec.containers.[].image | contains("%[3]s")'
       operator: NotIn
       values: ['true']
   delay:
@@ -179,51 +125,13 @@ spec:
       - lastTransitionTime: {{ $now | Quote }}
         status: "True"
         type: ContainersReady
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: true
-        started: true
-        restartCount: 0
-        state:
-          running:
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      initContainerStatuses:
+`+kwokRunningContainers("true")+`      initContainerStatuses:
       {{ range .spec.initContainers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
         ready: true
         restartCount: 0
-        state:
-          terminated:
-            exitCode: 0
-            finishedAt: {{ $now | Quote }}
-            reason: Completed
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-      phase: Running
-      startTime: {{ $now | Quote }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-running-not-ready}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: DoesNotExist
-    - key: '.status.phase'
-      operator: In
-      values: [Pending]
-    - key: '.metadata.labels["app.kubernetes.io/part-of"]'
-      operator: NotIn
-      values: [%[2]s]
-    - key: '.spec.containers.[].image | contains("%[3]s")'
+`+kwokCompletedContainer+kwokRunningPod+kwokStage("pod-running-not-ready", "Pod")+kwokPendingPod+kwokNotAddonPod+`    - key: '.spec.containers.[].image | contains("%[3]s")'
       operator: In
       values: ['true']
   delay:
@@ -247,30 +155,7 @@ spec:
         type: ContainersReady
         reason: ContainersNotReady
         message: {{ printf "containers with unready status: %%v" $unready | Quote }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        started: true
-        restartCount: 0
-        state:
-          running:
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-      phase: Running
-      startTime: {{ $now | Quote }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-complete}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
+`+kwokRunningContainers("false")+kwokRunningPod+kwokStage("pod-complete", "Pod")+`    - key: '.metadata.deletionTimestamp'
       operator: DoesNotExist
     - key: '.status.phase'
       operator: In
@@ -288,27 +173,88 @@ spec:
         ready: false
         restartCount: 0
         started: false
-        state:
+`+kwokCompletedContainer+`      phase: Succeeded
+`+kwokStage("pod-delete", "Pod")+`    - key: '.metadata.deletionTimestamp'
+      operator: Exists
+  next:
+    delete: true
+`, kwokNodeAnnotation, clusterreport.DefaultAddonName, FailingImageMarker, ReadyAfterAnnotation)
+
+// kwokStage starts the KWOK Stage name of the objects of kind (Node, Pod), up to the
+// expressions of its selector.
+func kwokStage(name, kind string) string {
+	return `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: ` + name + `}
+spec:
+  resourceRef: {apiGroup: v1, kind: ` + kind + `}
+  selector:
+    matchExpressions:
+`
+}
+
+// The pieces of kwokConfig that its stages share.
+const (
+	// kwokNodeConditions is the status template of a Node's conditions, all fresh.
+	kwokNodeConditions = `      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+`
+	// kwokPendingPod selects a Pod not deleted and still Pending.
+	kwokPendingPod = `    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+`
+	// kwokNotAddonPod selects a Pod that is not the addon's (%[2]s of kwokConfig).
+	kwokNotAddonPod = `    - key: '.metadata.labels["app.kubernetes.io/part-of"]'
+      operator: NotIn
+      values: [%[2]s]
+`
+	// kwokCompletedContainer ends a container status of the template with a completed
+	// run.
+	kwokCompletedContainer = `        state:
           terminated:
             exitCode: 0
             finishedAt: {{ $now | Quote }}
             reason: Completed
             startedAt: {{ $now | Quote }}
       {{ end }}
-      phase: Succeeded
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-delete}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: Exists
-  next:
-    delete: true
-`, kwokNodeAnnotation, clusterreport.DefaultAddonName, FailingImageMarker, ReadyAfterAnnotation)
+`
+	// kwokRunningPod ends the status template of a running Pod.
+	kwokRunningPod = `      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+`
+)
+
+// kwokRunningContainers is the status template of a Pod's containers, running, and ready
+// ("true") or not ("false").
+func kwokRunningContainers(ready string) string {
+	return `      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: ` + ready + `
+        started: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+`
+}
 
 // startWorkloads runs what makes Pods run on the cluster: kube-scheduler as
 // system:kube-scheduler, and KWOK, as its own service account with the RBAC of its

@@ -73,13 +73,7 @@ func parseStat(line string) (pid int, name string, ppid int, seconds float64, er
 
 // Since returns the CPU time used since before, by name.
 func (c CPU) Since(before CPU) CPU {
-	out := CPU{}
-	for name, s := range c {
-		if d := s - before[name]; d > 0 {
-			out[name] = d
-		}
-	}
-	return out
+	return positiveDifference(c, before)
 }
 
 func (c CPU) String() string {

@@ -124,9 +124,15 @@ func (r Requests) Since(before Requests) Requests {
 
 // Minus returns the counts of r less those of other, by key, without zeros.
 func (r Requests) Minus(other Requests) Requests {
-	out := Requests{}
-	for key, n := range r {
-		if d := n - other[key]; d > 0 {
+	return positiveDifference(r, other)
+}
+
+// positiveDifference returns the values of a less those of b, by key, where a's is the
+// greater.
+func positiveDifference[M ~map[string]float64](a, b M) M {
+	out := M{}
+	for key, n := range a {
+		if d := n - b[key]; d > 0 {
 			out[key] = d
 		}
 	}

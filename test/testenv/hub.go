@@ -58,6 +58,17 @@ func RandomID() string {
 	return hex.EncodeToString(b)
 }
 
+// Begin starts a test on env: it creates the namespaces, unless they exist, and returns
+// a context that ends with the test and assertions with the suites' timeouts.
+func Begin(t *testing.T, env *Env, namespaces ...string) (context.Context, *gomega.WithT) {
+	t.Helper()
+	ctx, g := t.Context(), NewGomega(t)
+	for _, ns := range namespaces {
+		g.Expect(CreateNamespace(ctx, env.Client, ns)).To(gomega.Succeed())
+	}
+	return ctx, g
+}
+
 // CreateNamespace creates the namespace name, unless it exists.
 func CreateNamespace(ctx context.Context, c client.Client, name string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
@@ -144,8 +155,14 @@ func (h *Hub) CreateNamespace(name string) {
 // Application returns a pulled Application of the test's namespace that targets cluster,
 // the way the documented ApplicationSet template writes it.
 func (h *Hub) Application(name, cluster string) *unstructured.Unstructured {
+	return PulledApplication(h.Namespace, name, cluster)
+}
+
+// PulledApplication returns the pulled hub Application namespace/name that targets
+// cluster, the way the documented ApplicationSet template writes it.
+func PulledApplication(namespace, name, cluster string) *unstructured.Unstructured {
 	app := argoapp.NewApplication()
-	app.SetNamespace(h.Namespace)
+	app.SetNamespace(namespace)
 	app.SetName(name)
 	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 	app.SetAnnotations(map[string]string{
@@ -178,6 +195,26 @@ func AppProject(argoCDNamespace, name string, sourceNamespaces ...string) *unstr
 		"sourceNamespaces": namespaces,
 	}
 	return project
+}
+
+// PropagatedWork returns the work of app in cluster, without its manifests: named,
+// labelled and annotated as the propagation controller of the addon addonName writes it,
+// the ApplicationSet markers included when an ApplicationSet controls app.
+func PropagatedWork(app *unstructured.Unstructured, cluster, addonName string) *workv1.ManifestWork {
+	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+		Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
+		Labels: map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: addonName},
+		Annotations: map[string]string{
+			argoapp.AnnotationHubApplicationNamespace: app.GetNamespace(),
+			argoapp.AnnotationHubApplicationName:      app.GetName(),
+		},
+	}}
+	if appSet, ok := argoapp.OwningApplicationSet(app.GetOwnerReferences()); ok {
+		work.Labels[argoapp.LabelApplicationSet] = "true"
+		work.Labels[argoapp.LabelApplicationSetHash] = argoapp.ApplicationSetHash(app.GetNamespace(), appSet)
+		work.Annotations[argoapp.AnnotationHostingApplicationSet] = argoapp.ApplicationSetKey(app.GetNamespace(), appSet)
+	}
+	return work
 }
 
 // GetApp reads a hub Application of the test's namespace; nil when it does not exist.
@@ -324,6 +361,25 @@ func ContainsAll(words []string) []gomega.OmegaMatcher {
 	return matchers
 }
 
+// ExpectNoPropagationError waits until a hub Application reports no propagation error.
+func (h *Hub) ExpectNoPropagationError(name string) {
+	h.T.Helper()
+	h.G.Eventually(func() string { return h.Condition(name, argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+}
+
+// ExpectNoWorks waits until a hub Application has no work.
+func (h *Hub) ExpectNoWorks(name string) {
+	h.T.Helper()
+	h.G.Eventually(func() []string { return h.WorkKeys(name) }).Should(gomega.BeEmpty())
+}
+
+// ExpectNoWorksStay checks that a hub Application has no work, for the suites'
+// Consistently duration.
+func (h *Hub) ExpectNoWorksStay(name string) {
+	h.T.Helper()
+	h.G.Consistently(func() []string { return h.WorkKeys(name) }).Should(gomega.BeEmpty())
+}
+
 // ExpectPropagationError waits for a hub Application to report reason: a Warning Event
 // with the reason whose message holds every one of words, and the OCMPropagationError
 // condition whose message starts with the reason and holds them too.
@@ -378,26 +434,32 @@ type Feedback struct {
 // feedback.
 func (h *Hub) SetFeedback(key types.NamespacedName, feedback Feedback) {
 	h.T.Helper()
-	var values []workv1.FeedbackValue
-	for _, name := range slices.Sorted(maps.Keys(feedback.Values)) {
-		values = append(values, workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(feedback.Values[name])}})
-	}
 	h.G.Eventually(func() error {
 		work := &workv1.ManifestWork{}
 		if err := h.C.Get(h.Ctx, key, work); err != nil {
 			return err
 		}
 		SetApplied(work, feedback.AppliedAt)
-		work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-			ResourceMeta: workv1.ManifestResourceMeta{
-				Group: argoapp.Group, Version: argoapp.ApplicationGVK.Version, Kind: argoapp.KindApplication,
-				Resource: argoapp.ResourceApplications, Namespace: feedback.Namespace, Name: feedback.Name,
-			},
-			StatusFeedbacks: workv1.StatusFeedbackResult{Values: values},
-			Conditions:      []metav1.Condition{},
-		}}
+		work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{ApplicationFeedback(feedback.Namespace, feedback.Name, feedback.Values)}
 		return h.C.Status().Update(h.Ctx, work)
 	}).Should(gomega.Succeed())
+}
+
+// ApplicationFeedback is the work agent's status of the Application namespace/name that
+// a work applied: values are its status feedback values by name (argoapp.Feedback*).
+func ApplicationFeedback(namespace, name string, values map[string]string) workv1.ManifestCondition {
+	var feedback []workv1.FeedbackValue
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		feedback = append(feedback, workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(values[name])}})
+	}
+	return workv1.ManifestCondition{
+		ResourceMeta: workv1.ManifestResourceMeta{
+			Group: argoapp.Group, Version: argoapp.ApplicationGVK.Version, Kind: argoapp.KindApplication,
+			Resource: argoapp.ResourceApplications, Namespace: namespace, Name: name,
+		},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: feedback},
+		Conditions:      []metav1.Condition{},
+	}
 }
 
 // SetAnnotation sets one annotation of obj.

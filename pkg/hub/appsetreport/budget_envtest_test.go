@@ -16,12 +16,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,15 +62,7 @@ func TestReportOfTwoThousandClustersStaysWithinItsBudget(t *testing.T) {
 	ourSchema := reportCRDSchema(t)
 	serveReportSchema(ctx, g, env, namespace, ourSchema, true)
 	t.Cleanup(func() { serveReportSchema(context.Background(), gomega.NewWithT(t), env, namespace, ourSchema, true) })
-	appSet := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-		"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
-			"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
-		}},
-	}}}
-	appSet.SetGroupVersionKind(argoapp.ApplicationSetGVK)
-	appSet.SetNamespace(namespace)
-	appSet.SetName(appSetName)
+	appSet := applicationSet(namespace, appSetName)
 	g.Expect(c.Create(ctx, appSet)).To(gomega.Succeed())
 
 	// The fleet: per cluster, its namespace, the hub Application of the ApplicationSet,
@@ -85,38 +74,12 @@ func TestReportOfTwoThousandClustersStaysWithinItsBudget(t *testing.T) {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster(i)}}); err != nil {
 			return err
 		}
-		app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "https://github.com/argoproj/argocd-example-apps", "path": "guestbook"},
-			"destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
-		}}}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		app.SetNamespace(namespace)
-		app.SetName(hubApp(i))
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: cluster(i), argoapp.AnnotationSkipReconcile: "true"})
-		app.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet, Name: appSetName, UID: appSet.GetUID(),
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}})
+		app := applicationOf(appSet, hubApp(i), cluster(i))
 		if err := c.Create(ctx, app); err != nil {
 			return err
 		}
 		workNames[i] = argoapp.ManifestWorkName(app.GetName(), app.GetUID())
-		work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-			Name: workNames[i], Namespace: cluster(i),
-			Labels: map[string]string{
-				argoapp.LabelPullToOCMManagedCluster: "true",
-				argoapp.LabelAddon:                   opts.AddonName,
-				argoapp.LabelApplicationSet:          "true",
-				argoapp.LabelApplicationSetHash:      argoapp.ApplicationSetHash(namespace, appSetName),
-			},
-			Annotations: map[string]string{
-				argoapp.AnnotationHubApplicationNamespace: namespace,
-				argoapp.AnnotationHubApplicationName:      app.GetName(),
-				argoapp.AnnotationHostingApplicationSet:   argoapp.ApplicationSetKey(namespace, appSetName),
-			},
-		}}
+		work := testenv.PropagatedWork(app, cluster(i), opts.AddonName)
 		if err := c.Create(ctx, work); err != nil {
 			return err
 		}

@@ -63,6 +63,32 @@ func syncErrorMessage(variant string) string {
 // shared is the package's apiserver, started by the first envtest test.
 var shared testenv.Shared
 
+// applicationSet returns the ApplicationSet namespace/name, of a list generator, as the
+// suites create it.
+func applicationSet(namespace, name string) *unstructured.Unstructured {
+	appSet := argoapp.NewApplicationSet()
+	appSet.Object["spec"] = map[string]any{
+		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+		"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
+			"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
+		}},
+	}
+	appSet.SetNamespace(namespace)
+	appSet.SetName(name)
+	return appSet
+}
+
+// applicationOf returns the pulled hub Application name that the created appSet
+// generates for cluster, in its namespace, owned by it.
+func applicationOf(appSet *unstructured.Unstructured, name, cluster string) *unstructured.Unstructured {
+	app := testenv.PulledApplication(appSet.GetNamespace(), name, cluster)
+	app.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet, Name: appSet.GetName(), UID: appSet.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}})
+	return app
+}
+
 func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 func TestReportController(t *testing.T) {
@@ -95,54 +121,17 @@ func TestReportController(t *testing.T) {
 	})
 
 	// The ApplicationSet, and one pulled Application per cluster, owned by it.
-	appSet := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{
-			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-			"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
-				"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
-			}},
-		},
-	}}
-	appSet.SetGroupVersionKind(argoapp.ApplicationSetGVK)
-	appSet.SetNamespace(appsNamespace)
-	appSet.SetName(appSetName)
+	appSet := applicationSet(appsNamespace, appSetName)
 	g.Expect(c.Create(ctx, appSet)).To(gomega.Succeed())
 
 	hubApp := func(cluster string) string { return appSetName + "-" + cluster }
 	apps := map[string]*unstructured.Unstructured{}
 	works := map[string]*workv1.ManifestWork{}
 	for _, cluster := range clusters {
-		app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "https://github.com/argoproj/argocd-example-apps", "path": "guestbook"},
-			"destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "guestbook"},
-		}}}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		app.SetNamespace(appsNamespace)
-		app.SetName(hubApp(cluster))
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: cluster, argoapp.AnnotationSkipReconcile: "true"})
-		app.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet, Name: appSetName, UID: appSet.GetUID(),
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}})
+		app := applicationOf(appSet, hubApp(cluster), cluster)
 		g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 		apps[cluster] = app
-		// As propagation's renderManifestWork labels and annotates an ApplicationSet work.
-		work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-			Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
-			Labels: map[string]string{
-				argoapp.LabelPullToOCMManagedCluster: "true",
-				argoapp.LabelAddon:                   opts.AddonName,
-				argoapp.LabelApplicationSet:          "true",
-				argoapp.LabelApplicationSetHash:      argoapp.ApplicationSetHash(appsNamespace, appSetName),
-			},
-			Annotations: map[string]string{
-				argoapp.AnnotationHubApplicationNamespace: appsNamespace,
-				argoapp.AnnotationHubApplicationName:      app.GetName(),
-				argoapp.AnnotationHostingApplicationSet:   argoapp.ApplicationSetKey(appsNamespace, appSetName),
-			},
-		}}
+		work := testenv.PropagatedWork(app, cluster, opts.AddonName)
 		g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
 		works[cluster] = work
 	}
@@ -156,21 +145,11 @@ func TestReportController(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(works[cluster]), cur); err != nil {
 				return err
 			}
-			val := func(name, v string) workv1.FeedbackValue {
-				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
-			}
-			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-				ResourceMeta: workv1.ManifestResourceMeta{
-					Group: argoapp.Group, Version: "v1alpha1", Kind: argoapp.KindApplication, Resource: "applications",
-					Name: hubApp(cluster), Namespace: "argocd",
-				},
-				StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-					val(argoapp.FeedbackHealthStatus, f.health), val(argoapp.FeedbackSyncStatus, f.sync),
-					val(argoapp.FeedbackSyncRevision, "sha1"), val(argoapp.FeedbackOperationStatePhase, f.phase),
-					val(argoapp.FeedbackOperationStateStartedAt, "2026-01-01T00:00:00Z"),
-				}},
-				Conditions: []metav1.Condition{},
-			}}
+			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", hubApp(cluster), map[string]string{
+				argoapp.FeedbackHealthStatus: f.health, argoapp.FeedbackSyncStatus: f.sync,
+				argoapp.FeedbackSyncRevision: "sha1", argoapp.FeedbackOperationStatePhase: f.phase,
+				argoapp.FeedbackOperationStateStartedAt: "2026-01-01T00:00:00Z",
+			})}
 			cur.Status.Conditions = []metav1.Condition{{
 				Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
 				Message: "applied " + note, LastTransitionTime: fixedTime,
@@ -566,20 +545,7 @@ func TestReportController(t *testing.T) {
 
 	t.Run("on a CRD that declares only the documented fields (ACM's), the report still applies, exact", func(t *testing.T) {
 		g := newG(t)
-		scheme, err := hubcache.NewScheme()
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		crds, err := client.New(env.Config, client.Options{Scheme: scheme})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		g.Eventually(func() error {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := crds.Get(ctx, types.NamespacedName{Name: ReportCRDName}, crd); err != nil {
-				return err
-			}
-			for i := range crd.Spec.Versions {
-				crd.Spec.Versions[i].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: documentedReportSchema()}
-			}
-			return crds.Update(ctx, crd)
-		}).Should(gomega.Succeed())
+		serveReportSchema(ctx, g, env, appsNamespace, documentedReportSchema(), false)
 		// The apiserver serves the new schema once it prunes what it does not declare.
 		g.Eventually(func(g gomega.Gomega) {
 			g.Expect(getReport(g).Statuses.LastUpdateTime).To(gomega.BeNil())

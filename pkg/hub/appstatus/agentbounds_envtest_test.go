@@ -1,7 +1,6 @@
 package appstatus
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,14 +35,9 @@ import (
 // shortened to clusterreport.MaxMessageBytes.
 func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 	env := shared.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	const appNamespace, cluster = "apps-guarded", "cluster-hostile"
-	for _, ns := range []string{appNamespace, cluster} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
+	c := env.Client
 	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, ProgressingHold: 100 * time.Millisecond}
 	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
 		func(mgr ctrl.Manager, c client.Client) error {
@@ -54,15 +47,7 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 
 	// The hub app, with the propagation controller's condition of an opt-out that began
 	// an hour ago: its grace period counts from then.
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"},
-		"source": map[string]any{"repoURL": "https://a"},
-	}}}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	app.SetNamespace(appNamespace)
-	app.SetName("web")
-	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: cluster, argoapp.AnnotationSkipReconcile: "true"})
+	app := testenv.PulledApplication(appNamespace, "web", cluster)
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 	optOut := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	const managers = "ClusterNotBoundToNamespace: the cluster is not bound; its ManifestWorks are kept until later"
@@ -70,22 +55,11 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(c.Update(ctx, app)).To(gomega.Succeed())
 
-	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-		Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: cluster,
-		Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: opts.AddonName},
-		Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: appNamespace, argoapp.AnnotationHubApplicationName: "web"},
-	}}
+	work := testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	val := func(name, v string) workv1.FeedbackValue {
-		return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
-	}
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-		ResourceMeta: workv1.ManifestResourceMeta{Group: argoapp.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "web", Namespace: "argocd"},
-		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-			val(argoapp.FeedbackHealthStatus, "Degraded"), val(argoapp.FeedbackSyncStatus, "OutOfSync"), val(argoapp.FeedbackSyncRevision, "rev1"),
-		}},
-		Conditions: []metav1.Condition{},
-	}}
+	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", "web", map[string]string{
+		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: "rev1",
+	})}
 	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())

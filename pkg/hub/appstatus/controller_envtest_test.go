@@ -1,7 +1,6 @@
 package appstatus
 
 import (
-	"context"
 	"os"
 	"sync"
 	"testing"
@@ -37,14 +36,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 func TestStatusMirror(t *testing.T) {
 	env := shared.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, g := testenv.Begin(t, env, "apps", "cluster1")
 	c := env.Client
-	g := testenv.NewGomega(t)
-
-	for _, ns := range []string{"apps", "cluster1"} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
 	// The manager as pkg/hub.Run builds it (its scheme and cache); writes counts the
 	// controller's writes. A long grace: an absence shown at once is one the agent's
 	// scope explains.
@@ -60,19 +53,14 @@ func TestStatusMirror(t *testing.T) {
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
-		app := &unstructured.Unstructured{Object: map[string]any{
-			"spec": map[string]any{"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"}},
-		}}
+		app := testenv.PulledApplication("apps", name, "cluster1")
+		spec := map[string]any{"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"}}
 		if multi {
-			app.Object["spec"].(map[string]any)["sources"] = []any{map[string]any{"repoURL": "https://a"}, map[string]any{"repoURL": "https://b"}}
+			spec["sources"] = []any{map[string]any{"repoURL": "https://a"}, map[string]any{"repoURL": "https://b"}}
 		} else {
-			app.Object["spec"].(map[string]any)["source"] = map[string]any{"repoURL": "https://a"}
+			spec["source"] = map[string]any{"repoURL": "https://a"}
 		}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		app.SetNamespace("apps")
-		app.SetName(name)
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
+		app.Object["spec"] = spec
 		g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 		// The propagation controller's OCMPropagationError must survive.
 		_, _ = argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, "keep me", time.Now())
@@ -80,11 +68,7 @@ func TestStatusMirror(t *testing.T) {
 		return app
 	}
 	newWork := func(app *unstructured.Unstructured) *workv1.ManifestWork {
-		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-			Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-			Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: opts.AddonName},
-			Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: app.GetName()},
-		}}
+		w := testenv.PropagatedWork(app, "cluster1", opts.AddonName)
 		g.Expect(c.Create(ctx, w)).To(gomega.Succeed())
 		return w
 	}
@@ -94,17 +78,10 @@ func TestStatusMirror(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
 				return err
 			}
-			val := func(name, v string) workv1.FeedbackValue {
-				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
-			}
-			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-				ResourceMeta: workv1.ManifestResourceMeta{Group: argoapp.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "x", Namespace: "apps"},
-				StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-					val(argoapp.FeedbackHealthStatus, health), val(argoapp.FeedbackSyncStatus, sync), val(argoapp.FeedbackSyncRevision, "rev1"),
-					val(argoapp.FeedbackOperationStatePhase, "Succeeded"), val(argoapp.FeedbackOperationStateStartedAt, "2026-01-01T00:00:00Z"),
-				}},
-				Conditions: []metav1.Condition{},
-			}}
+			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("apps", "x", map[string]string{
+				argoapp.FeedbackHealthStatus: health, argoapp.FeedbackSyncStatus: sync, argoapp.FeedbackSyncRevision: "rev1",
+				argoapp.FeedbackOperationStatePhase: "Succeeded", argoapp.FeedbackOperationStateStartedAt: "2026-01-01T00:00:00Z",
+			})}
 			return c.Status().Update(ctx, cur)
 		}).Should(gomega.Succeed())
 	}

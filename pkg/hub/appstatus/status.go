@@ -84,11 +84,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		sync["status"] = s.SyncStatus
 		setOrDelete(sync, "revision", s.SyncRevision)
 		if len(s.SyncRevisions) > 0 {
-			revisions := make([]any, len(s.SyncRevisions))
-			for i, r := range s.SyncRevisions {
-				revisions[i] = r
-			}
-			sync["revisions"] = revisions
+			sync["revisions"] = anyList(s.SyncRevisions)
 		} else {
 			delete(sync, "revisions")
 		}
@@ -206,11 +202,7 @@ func reconciledAt(status map[string]any, pending bool, now time.Time) string {
 func syncResultOf(r *argoapp.SyncResult) map[string]any {
 	out := map[string]any{"revision": r.Revision}
 	if len(r.Revisions) > 0 {
-		revisions := make([]any, len(r.Revisions))
-		for i, revision := range r.Revisions {
-			revisions[i] = revision
-		}
-		out["revisions"] = revisions
+		out["revisions"] = anyList(r.Revisions)
 	}
 	if len(r.Resources) > 0 {
 		resources := make([]any, 0, len(r.Resources))
@@ -383,4 +375,13 @@ func setOrDelete(m map[string]any, key, value string) {
 func healthOf(app *unstructured.Unstructured) string {
 	h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 	return cmp.Or(h, "")
+}
+
+// anyList returns strs as the list of an unstructured object.
+func anyList(strs []string) []any {
+	out := make([]any, len(strs))
+	for i, s := range strs {
+		out[i] = s
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package clustersecret
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -27,10 +26,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 
 // fixture is one test's manager; its addon name and Argo CD namespace are its own.
 type fixture struct {
-	t    *testing.T
-	g    *gomega.WithT
-	ctx  context.Context
-	c    client.Client
+	*testenv.Hub
 	opts Options
 	id   string
 	// writes counts the controller's writes.
@@ -41,12 +37,12 @@ func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 	t.Helper()
 	env := shared.Get(t)
 	id := testenv.RandomID()
-	f := &fixture{t: t, g: testenv.NewGomega(t), ctx: context.Background(), c: env.Client, id: id,
+	f := &fixture{Hub: testenv.NewHub(t, env, ""), id: id,
 		opts: Options{AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, Concurrency: 2}, writes: &testenv.WriteLog{}}
 	for _, a := range adjust {
 		a(&f.opts)
 	}
-	f.createNamespace(f.opts.ArgoCDNamespace)
+	f.CreateNamespace(f.opts.ArgoCDNamespace)
 	scope := hubcache.Scope{AddonName: f.opts.AddonName, ArgoCDNamespace: f.opts.ArgoCDNamespace}
 	testenv.StartManager(t, env, scope, f.writes, func(mgr ctrl.Manager, c client.Client) error {
 		return setup(mgr, f.opts, c)
@@ -54,21 +50,16 @@ func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 	return f
 }
 
-func (f *fixture) createNamespace(name string) {
-	f.t.Helper()
-	f.g.Expect(testenv.CreateNamespace(f.ctx, f.c, name)).To(gomega.Succeed())
-}
-
 // createCluster creates a ManagedCluster with labels, its namespace and, when enabled,
 // the addon's ManagedClusterAddOn.
 func (f *fixture) createCluster(short string, labels map[string]string, enabled bool) string {
-	f.t.Helper()
+	f.T.Helper()
 	name := short + "-" + f.id
-	f.g.Expect(f.c.Create(f.ctx, &clusterv1.ManagedCluster{
+	f.G.Expect(f.C.Create(f.Ctx, &clusterv1.ManagedCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
 	})).To(gomega.Succeed())
-	f.createNamespace(name)
+	f.CreateNamespace(name)
 	if enabled {
 		f.setAddon(name, true)
 	}
@@ -76,36 +67,36 @@ func (f *fixture) createCluster(short string, labels map[string]string, enabled 
 }
 
 func (f *fixture) setAddon(cluster string, enabled bool) {
-	f.t.Helper()
+	f.T.Helper()
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster}}
 	if enabled {
-		f.g.Expect(f.c.Create(f.ctx, addon)).To(gomega.Succeed())
+		f.G.Expect(f.C.Create(f.Ctx, addon)).To(gomega.Succeed())
 	} else {
-		f.g.Expect(f.c.Delete(f.ctx, addon)).To(gomega.Succeed())
+		f.G.Expect(f.C.Delete(f.Ctx, addon)).To(gomega.Succeed())
 	}
 }
 
 func (f *fixture) updateCluster(name string, change func(*clusterv1.ManagedCluster)) {
-	f.t.Helper()
-	f.g.Eventually(func() error {
+	f.T.Helper()
+	f.G.Eventually(func() error {
 		cluster := &clusterv1.ManagedCluster{}
-		if err := f.c.Get(f.ctx, types.NamespacedName{Name: name}, cluster); err != nil {
+		if err := f.C.Get(f.Ctx, types.NamespacedName{Name: name}, cluster); err != nil {
 			return err
 		}
 		change(cluster)
-		return f.c.Update(f.ctx, cluster)
+		return f.C.Update(f.Ctx, cluster)
 	}).Should(gomega.Succeed())
 }
 
 // secret returns the cluster's Secret, or nil.
 func (f *fixture) secret(cluster string) *corev1.Secret {
-	f.t.Helper()
+	f.T.Helper()
 	secret := &corev1.Secret{}
-	err := f.c.Get(f.ctx, types.NamespacedName{Namespace: f.opts.ArgoCDNamespace, Name: SecretName(f.opts.AddonName, cluster)}, secret)
+	err := f.C.Get(f.Ctx, types.NamespacedName{Namespace: f.opts.ArgoCDNamespace, Name: SecretName(f.opts.AddonName, cluster)}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	f.g.Expect(err).NotTo(gomega.HaveOccurred())
+	f.G.Expect(err).NotTo(gomega.HaveOccurred())
 	return secret
 }
 
@@ -123,7 +114,7 @@ func stringData(secret *corev1.Secret) map[string]string {
 func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	g := f.g
+	g := f.G
 	cluster := f.createCluster("east", map[string]string{"region": "eu", "tier": "gold"}, true)
 
 	// Created: Argo CD's cluster marker, the cluster's labels, a name and a placeholder
@@ -145,7 +136,7 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	// own reconciles, and is left alone.
 	applies := int64(f.writes.Matching("apply "))
 	secret.Annotations = map[string]string{"note": "by hand"}
-	g.Expect(f.c.Update(f.ctx, secret)).To(gomega.Succeed())
+	g.Expect(f.C.Update(f.Ctx, secret)).To(gomega.Succeed())
 	g.Consistently(func() int64 { return int64(f.writes.Matching("apply ")) }).Should(gomega.Equal(applies))
 	g.Expect(f.secret(cluster).Annotations).To(gomega.HaveKeyWithValue("note", "by hand"))
 
@@ -164,7 +155,7 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	g.Eventually(func() string { return stringData(f.secret(cluster))["server"] }).Should(gomega.Equal("https://east.example.com:6443"))
 
 	// Deleted by hand: it comes back.
-	g.Expect(f.c.Delete(f.ctx, f.secret(cluster))).To(gomega.Succeed())
+	g.Expect(f.C.Delete(f.Ctx, f.secret(cluster))).To(gomega.Succeed())
 	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
 
 	// The addon is disabled: the Secret goes. Enabled again: it comes back.
@@ -174,17 +165,17 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).ShouldNot(gomega.BeNil())
 
 	// The cluster is deleted: the Secret goes.
-	g.Expect(f.c.Delete(f.ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}})).To(gomega.Succeed())
+	g.Expect(f.C.Delete(f.Ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}})).To(gomega.Succeed())
 	g.Eventually(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
 }
 
 func TestEnvtestClusterSecretNeedsOptIn(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	g := f.g
+	g := f.G
 	cluster := f.createCluster("west", nil, false)
 	// Another addon's ManagedClusterAddOn does not opt the cluster in.
-	g.Expect(f.c.Create(f.ctx, &addonv1beta1.ManagedClusterAddOn{
+	g.Expect(f.C.Create(f.Ctx, &addonv1beta1.ManagedClusterAddOn{
 		ObjectMeta: metav1.ObjectMeta{Name: "other-addon", Namespace: cluster},
 	})).To(gomega.Succeed())
 	g.Consistently(func() *corev1.Secret { return f.secret(cluster) }).Should(gomega.BeNil())
@@ -196,8 +187,8 @@ func TestEnvtestClusterSecretNeedsOptIn(t *testing.T) {
 // otherToolSecret creates an Argo CD cluster Secret of cluster that another tool keeps,
 // as Red Hat ACM's GitOpsCluster does: another name, the same cluster name.
 func (f *fixture) otherToolSecret(cluster string) {
-	f.t.Helper()
-	f.g.Expect(f.c.Create(f.ctx, &corev1.Secret{
+	f.T.Helper()
+	f.G.Expect(f.C.Create(f.Ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: cluster + "-application-manager-cluster-secret", Namespace: f.opts.ArgoCDNamespace,
 			Labels: map[string]string{argoapp.LabelSecretType: argoapp.SecretTypeCluster},
@@ -211,7 +202,7 @@ func (f *fixture) otherToolSecret(cluster string) {
 func TestEnvtestClusterSecretNotASecondOne(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	g := f.g
+	g := f.G
 	taken := "taken-" + f.id
 	f.otherToolSecret(taken)
 	f.createCluster("taken", nil, true)
@@ -225,7 +216,7 @@ func TestEnvtestClusterSecretNotASecondOne(t *testing.T) {
 	g.Eventually(func() *corev1.Secret { return f.secret(late) }).Should(gomega.BeNil())
 
 	// The other tool's Secret goes: the cluster gets this controller's again.
-	g.Expect(f.c.Delete(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+	g.Expect(f.C.Delete(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 		Name: taken + "-application-manager-cluster-secret", Namespace: f.opts.ArgoCDNamespace,
 	}})).To(gomega.Succeed())
 	g.Eventually(func() *corev1.Secret { return f.secret(taken) }).ShouldNot(gomega.BeNil())

@@ -136,7 +136,7 @@ func TestEnvtestClusterNotFoundThenCreated(t *testing.T) {
 	f.createCluster("late", true)
 	f.bind(f.Namespace, cluster)
 	f.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 }
 
 func TestEnvtestAddonEnablement(t *testing.T) {
@@ -149,12 +149,12 @@ func TestEnvtestAddonEnablement(t *testing.T) {
 
 	f.ExpectPropagationError("guestbook", ReasonAddonNotEnabled)
 	g.Expect(f.Condition("guestbook", argoapp.ConditionOCMPropagationError)).To(gomega.ContainSubstring(f.opts.AddonName))
-	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("guestbook")
 
 	// The addon appears: propagation starts on its own.
 	f.enableAddon(cluster)
 	f.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 
 	// The addon goes for a while (an install strategy re-creating it, say): the work is
 	// kept, within the opt-out grace period, and said so.
@@ -166,7 +166,7 @@ func TestEnvtestAddonEnablement(t *testing.T) {
 
 	// It comes back: the same work, and the condition goes.
 	f.enableAddon(cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 	g.Expect(f.WaitForWork("guestbook", cluster).UID).To(gomega.Equal(work.UID))
 }
 
@@ -183,7 +183,7 @@ func TestEnvtestOptOutGracePeriod(t *testing.T) {
 	f.disableAddon(cluster)
 	f.ExpectPropagationError("guestbook", ReasonAddonNotEnabled)
 	g.Consistently(func() types.UID { return f.WaitForWork("guestbook", cluster).UID }, "1s").Should(gomega.Equal(work.UID))
-	g.Eventually(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorks("guestbook")
 	g.Eventually(func() bool { return hasFinalizer(f.GetApp("guestbook"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeFalse())
 	f.ExpectPropagationError("guestbook", ReasonAddonNotEnabled)
 }
@@ -197,7 +197,7 @@ func TestEnvtestClusterDeleted(t *testing.T) {
 	f.WaitForWork("guestbook", cluster)
 
 	g.Expect(f.C.Delete(f.Ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}})).To(gomega.Succeed())
-	g.Eventually(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorks("guestbook")
 	f.ExpectPropagationError("guestbook", ReasonClusterNotFound)
 }
 
@@ -216,7 +216,7 @@ func TestEnvtestTenantGate(t *testing.T) {
 
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
 	g.Expect(f.Condition("guestbook", argoapp.ConditionOCMPropagationError)).To(gomega.ContainSubstring(f.Namespace))
-	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("guestbook")
 
 	// A decision of the namespace that selects another cluster does not either; once it
 	// selects this one, the app propagates.
@@ -226,7 +226,7 @@ func TestEnvtestTenantGate(t *testing.T) {
 	g.Consistently(func() []string { return f.WorkKeys("guestbook") }, "500ms").Should(gomega.BeEmpty())
 	f.setDecisions(decision, f.clusterName("elsewhere"), cluster)
 	f.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 
 	// The placement drops the cluster for a moment (a decision page rewritten, the
 	// cluster unreachable): the work is kept, and said so.
@@ -235,7 +235,7 @@ func TestEnvtestTenantGate(t *testing.T) {
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
 	g.Consistently(func() types.UID { return f.WaitForWork("guestbook", cluster).UID }, "1s").Should(gomega.Equal(work.UID))
 	f.setDecisions(decision, f.clusterName("elsewhere"), cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 	g.Expect(f.WaitForWork("guestbook", cluster).UID).To(gomega.Equal(work.UID))
 }
 
@@ -243,7 +243,6 @@ func TestEnvtestTenantGate(t *testing.T) {
 func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	g := f.G
 	cluster := f.createCluster("east", true)
 	forged := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
 		Name: "forged", Namespace: f.Namespace, Labels: map[string]string{clusterv1beta1.PlacementLabel: "forged"},
@@ -252,7 +251,7 @@ func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
 	f.setDecisions(forged, cluster)
 	f.Create(f.Application("guestbook", cluster))
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
-	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("guestbook")
 
 	f.bind(f.Namespace, cluster)
 	f.WaitForWork("guestbook", cluster)
@@ -284,14 +283,14 @@ func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
 	}
 	f.Create(f.Application("guestbook", cluster))
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
-	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("guestbook")
 
 	// The decision the Placement owns binds.
 	placement := "placement-" + testenv.RandomID()
 	_, err := testenv.CreatePlacementDecision(f.Ctx, f.C, f.Namespace, placement, 1, cluster)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	f.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 
 	// Its Placement deleted (envtest has no garbage collector to take the decision with
 	// it): the decision binds no more.
@@ -325,7 +324,7 @@ func TestEnvtestDeletion(t *testing.T) {
 		g.Expect(testenv.Payload(t, work).GetFinalizers()).To(gomega.Equal([]string{argoapp.ResourcesFinalizer}))
 
 		g.Expect(f.C.Delete(f.Ctx, f.GetApp("with-finalizer"))).To(gomega.Succeed())
-		g.Eventually(func() []string { return f.WorkKeys("with-finalizer") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorks("with-finalizer")
 		// Both finalizers are released: the hub app does not hang.
 		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("with-finalizer") }).Should(gomega.BeNil())
 	})
@@ -336,7 +335,7 @@ func TestEnvtestDeletion(t *testing.T) {
 		f.Create(f.Application("plain", cluster))
 		f.WaitForWork("plain", cluster)
 		g.Expect(f.C.Delete(f.Ctx, f.GetApp("plain"))).To(gomega.Succeed())
-		g.Eventually(func() []string { return f.WorkKeys("plain") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorks("plain")
 		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("plain") }).Should(gomega.BeNil())
 	})
 
@@ -394,7 +393,7 @@ func TestEnvtestDeletion(t *testing.T) {
 		f.ExpectPropagationError("push", ReasonMissingSkipReconcile)
 		f.WaitForWork("push", cluster)
 		g.Expect(f.C.Delete(f.Ctx, f.GetApp("push"))).To(gomega.Succeed())
-		g.Eventually(func() []string { return f.WorkKeys("push") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorks("push")
 		g.Eventually(func() []string { return f.GetApp("push").GetFinalizers() }).Should(gomega.Equal([]string{argoapp.ResourcesFinalizer}))
 		// Play the hub Argo CD.
 		f.UpdateApp("push", func(app *unstructured.Unstructured) { app.SetFinalizers(nil) })
@@ -431,20 +430,19 @@ func TestEnvtestRetargeting(t *testing.T) {
 		f.Create(f.Application("unlabel", east))
 		f.WaitForWork("unlabel", east)
 		f.UpdateApp("unlabel", func(app *unstructured.Unstructured) { app.SetLabels(nil) })
-		g.Eventually(func() []string { return f.WorkKeys("unlabel") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorks("unlabel")
 		g.Eventually(func() bool { return hasFinalizer(f.GetApp("unlabel"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeFalse())
 		g.Expect(f.Condition("unlabel", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 	})
 
 	t.Run("label set to false", func(t *testing.T) {
 		f := f.sub(t)
-		g := f.G
 		f.Create(f.Application("off", east))
 		f.WaitForWork("off", east)
 		f.UpdateApp("off", func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "false"})
 		})
-		g.Eventually(func() []string { return f.WorkKeys("off") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorks("off")
 	})
 
 	t.Run("cluster annotation changed", func(t *testing.T) {
@@ -647,7 +645,7 @@ func TestEnvtestPause(t *testing.T) {
 		g.Expect(unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")).To(gomega.Succeed())
 	})
 	g.Expect(f.C.Delete(f.Ctx, f.GetApp("doomed"))).To(gomega.Succeed())
-	g.Consistently(func() []string { return f.WorkKeys("new") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("new")
 	g.Expect(f.workWrites()).To(gomega.Equal(writesBeforePause), "a work was written while paused")
 	g.Expect(f.WaitForWork("existing", cluster).ResourceVersion).To(gomega.Equal(existing.ResourceVersion))
 	g.Expect(f.WaitForWork("doomed", cluster).ResourceVersion).To(gomega.Equal(doomed.ResourceVersion))
@@ -734,13 +732,13 @@ func TestEnvtestBadInput(t *testing.T) {
 		f.ExpectPropagationError("push-too", ReasonMissingSkipReconcile)
 		g.Eventually(func() []string { return f.EventReasons(f.Namespace, "push-too", corev1.EventTypeWarning) }).
 			Should(gomega.ContainElement(ReasonMissingSkipReconcile))
-		g.Consistently(func() []string { return f.WorkKeys("push-too") }).Should(gomega.BeEmpty())
+		f.ExpectNoWorksStay("push-too")
 
 		f.UpdateApp("push-too", func(app *unstructured.Unstructured) {
 			testenv.SetAnnotation(app, argoapp.AnnotationSkipReconcile, "true")
 		})
 		f.WaitForWork("push-too", cluster)
-		g.Eventually(func() string { return f.Condition("push-too", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+		f.ExpectNoPropagationError("push-too")
 	})
 
 	t.Run("broken input keeps the last good work, and the fix clears the condition", func(t *testing.T) {
@@ -760,7 +758,7 @@ func TestEnvtestBadInput(t *testing.T) {
 		f.UpdateApp("broken-later", func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
 		})
-		g.Eventually(func() string { return f.Condition("broken-later", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+		f.ExpectNoPropagationError("broken-later")
 	})
 
 	t.Run("conditions of other types are kept", func(t *testing.T) {
@@ -780,7 +778,7 @@ func TestEnvtestBadInput(t *testing.T) {
 		f.bind(f.Namespace, absent)
 		f.ExpectPropagationError("shared-status", ReasonAddonNotEnabled)
 		f.enableAddon(absent)
-		g.Eventually(func() string { return f.Condition("shared-status", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+		f.ExpectNoPropagationError("shared-status")
 		_, found, err := argoapp.FindCondition(f.GetApp("shared-status"), "SyncError")
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(found).To(gomega.BeTrue(), "another writer's condition was clobbered")

@@ -31,6 +31,21 @@ func (f *fixture) applyWorkAs(app string, fieldManager string) *workv1.ManifestW
 	return live
 }
 
+// expectAdopted creates the Application app of cluster with its work already there,
+// applied by fieldManager before the manager acts on the app (paused meanwhile), and
+// waits until the manager adopted the work: the same work, labelled as the manager's. It
+// returns the work as it was applied.
+func (f *fixture) expectAdopted(app, cluster, fieldManager string) *workv1.ManifestWork {
+	f.T.Helper()
+	f.setPause("true")
+	f.Create(f.Application(app, cluster))
+	work := f.applyWorkAs(app, fieldManager)
+	f.setPause("false")
+	f.G.Eventually(func() string { return f.WaitForWork(app, cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
+	f.G.Expect(f.WaitForWork(app, cluster).UID).To(gomega.Equal(work.UID))
+	return work
+}
+
 // A work that another controller made for a pulled Application is never touched: not
 // on a cluster where the addon is off, not where it is on; the Application says why.
 func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
@@ -67,16 +82,9 @@ func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
 func TestEnvtestUnlabelledWorksOfThisManagerAreAdopted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	g := f.G
 	cluster := f.readyCluster("east")
-	// The work is there before the manager acts on the app (paused meanwhile).
-	f.setPause("true")
-	f.Create(f.Application("legacy", cluster))
-	legacy := f.applyWorkAs("legacy", FieldManager)
-	f.setPause("false")
-	g.Eventually(func() string { return f.WaitForWork("legacy", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
-	g.Expect(f.WaitForWork("legacy", cluster).UID).To(gomega.Equal(legacy.UID))
-	g.Expect(f.Condition("legacy", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
+	f.expectAdopted("legacy", cluster, FieldManager)
+	f.G.Expect(f.Condition("legacy", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 }
 
 // With TakeOverForeignWorks, another controller's work is adopted: labelled, and
@@ -86,12 +94,7 @@ func TestEnvtestTakeOverForeignWorks(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.TakeOverForeignWorks = true })
 	g := f.G
 	cluster := f.readyCluster("east")
-	f.setPause("true")
-	f.Create(f.Application("adopted", cluster))
-	foreign := f.applyWorkAs("adopted", foreignFieldManager)
-	f.setPause("false")
-	g.Eventually(func() string { return f.WaitForWork("adopted", cluster).Labels[argoapp.LabelAddon] }).Should(gomega.Equal(f.opts.AddonName))
-	g.Expect(f.WaitForWork("adopted", cluster).UID).To(gomega.Equal(foreign.UID))
+	foreign := f.expectAdopted("adopted", cluster, foreignFieldManager)
 
 	g.Expect(f.C.Delete(f.Ctx, f.GetApp("adopted"))).To(gomega.Succeed())
 	g.Eventually(func() error {

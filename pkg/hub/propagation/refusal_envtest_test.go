@@ -49,7 +49,7 @@ func TestEnvtestGeneratedApplicationHasNoFinalizer(t *testing.T) {
 	g.Expect(appWrites()).To(gomega.BeZero(), "the controller patched a generated application")
 
 	g.Expect(f.C.Delete(f.Ctx, f.GetApp("generated"))).To(gomega.Succeed())
-	g.Eventually(func() []string { return f.WorkKeys("generated") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorks("generated")
 }
 
 // The hub's own cluster is never a pull target: by name (HubClusterName) or by the
@@ -79,7 +79,7 @@ func TestEnvtestLocalClusterIsRefused(t *testing.T) {
 		f.ExpectPropagationError(name, ReasonLocalClusterNotSupported)
 		g.Eventually(func() []string { return f.EventReasons(f.Namespace, name, corev1.EventTypeWarning) }).
 			Should(gomega.ContainElement(ReasonLocalClusterNotSupported))
-		g.Consistently(func() []string { return f.WorkKeys(name) }).Should(gomega.BeEmpty())
+		f.ExpectNoWorksStay(name)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestEnvtestSpokeApplicationConflict(t *testing.T) {
 	g.Expect(second.Condition("guestbook", argoapp.ConditionOCMPropagationError)).To(gomega.ContainSubstring(f.Namespace + "/guestbook"))
 	g.Eventually(func() []string { return second.EventReasons(other, "guestbook", corev1.EventTypeWarning) }).
 		Should(gomega.ContainElement(ReasonSpokeApplicationConflict))
-	g.Consistently(func() []string { return second.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	second.ExpectNoWorksStay("guestbook")
 	g.Expect(f.WaitForWork("guestbook", cluster).UID).To(gomega.Equal(first.UID))
 
 	// The first one goes: the second one pulls the spoke Application.
@@ -119,7 +119,7 @@ func TestEnvtestSpokeApplicationConflict(t *testing.T) {
 		return f.C.Get(f.Ctx, client.ObjectKeyFromObject(first), work)
 	}).ShouldNot(gomega.Succeed())
 	second.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return second.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	second.ExpectNoPropagationError("guestbook")
 }
 
 // A hub AppProject ships only to an Application whose namespace it permits, as the hub
@@ -136,7 +136,7 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 	g.Expect(unstructured.SetNestedField(app.Object, "platform", "spec", "project")).To(gomega.Succeed())
 	f.Create(app)
 	f.ExpectPropagationError("guestbook", ReasonAppProjectNotPermitted)
-	g.Consistently(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("guestbook")
 
 	g.Eventually(func() error {
 		current := argoapp.NewAppProject()
@@ -149,7 +149,7 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 		return f.C.Update(f.Ctx, current)
 	}).Should(gomega.Succeed())
 	f.WaitForWork("guestbook", cluster)
-	g.Eventually(func() string { return f.Condition("guestbook", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("guestbook")
 }
 
 // An Application moved to a cluster that is not a target keeps nothing on its old
@@ -158,7 +158,6 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	g := f.G
 	east := f.readyCluster("east")
 	west := f.createCluster("west", true) // not bound to the namespace
 	f.Create(f.Application("guestbook", east))
@@ -168,7 +167,7 @@ func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
 		testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, west)
 	})
 	f.ExpectPropagationError("guestbook", ReasonClusterNotBoundToNamespace)
-	g.Eventually(func() []string { return f.WorkKeys("guestbook") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorks("guestbook")
 }
 
 // A tenant's Application (outside the hub Argo CD's namespace) gets Argo CD's own rules
@@ -197,7 +196,7 @@ func TestEnvtestTenancyRules(t *testing.T) {
 		t.Helper()
 		f.ExpectPropagationError(name, reason, words...)
 		g.Eventually(func() []string { return f.EventReasons(f.Namespace, name, corev1.EventTypeWarning) }).Should(gomega.ContainElement(reason))
-		g.Consistently(func() []string { return f.WorkKeys(name) }).Should(gomega.BeEmpty())
+		f.ExpectNoWorksStay(name)
 	}
 
 	t.Run("the default project that does not list the namespace", func(t *testing.T) {
@@ -277,20 +276,20 @@ func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 
 	f.Create(f.Application("hand-made", cluster))
 	f.ExpectPropagationError("hand-made", ReasonSpokeApplicationNotPulled, cluster, "no hub Application pulled it")
-	g.Consistently(func() []string { return f.WorkKeys("hand-made") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("hand-made")
 
 	f.Create(f.Application("local", cluster))
 	f.ExpectPropagationError("local", ReasonSpokeApplicationNotPulled, cluster, argoapp.AnnotationAdoptSpokeApplication)
 	g.Eventually(func() []string { return f.EventReasons(f.Namespace, "local", corev1.EventTypeWarning) }).
 		Should(gomega.ContainElement(ReasonSpokeApplicationNotPulled))
-	g.Consistently(func() []string { return f.WorkKeys("local") }).Should(gomega.BeEmpty())
+	f.ExpectNoWorksStay("local")
 
 	f.UpdateApp("local", func(app *unstructured.Unstructured) {
 		testenv.SetAnnotation(app, argoapp.AnnotationAdoptSpokeApplication, "true")
 	})
 	work := f.WaitForWork("local", cluster)
 	g.Expect(testenv.Payload(t, work).GetAnnotations()).NotTo(gomega.HaveKey(argoapp.AnnotationAdoptSpokeApplication))
-	g.Eventually(func() string { return f.Condition("local", argoapp.ConditionOCMPropagationError) }).Should(gomega.BeEmpty())
+	f.ExpectNoPropagationError("local")
 
 	f.Create(f.Application("orphaned", cluster))
 	f.WaitForWork("orphaned", cluster)

@@ -124,6 +124,39 @@ func nested(t *testing.T, obj *unstructured.Unstructured, path ...string) any {
 	return v
 }
 
+// renderCase is a case of TestRenderManifestWork: hubApp changed by mutate, rendered
+// with project, and what check finds in the work and its Application.
+type renderCase struct {
+	name    string
+	mutate  func(app *unstructured.Unstructured)
+	project string // YAML of RenderOptions.AppProject, if any
+	check   func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured)
+}
+
+// annotated returns the mutation that sets the annotation key of the app to value.
+func annotated(key, value string) func(app *unstructured.Unstructured) {
+	return func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, key, value) }
+}
+
+// destinationOverride is the case of an annotation that overrides the field of the
+// payload's destination with value: the destination is that field and the namespace, and
+// the annotation is not shipped.
+func destinationOverride(name, annotation, field, value string) renderCase {
+	return renderCase{
+		name:   name,
+		mutate: annotated(annotation, value),
+		check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
+			want := map[string]any{field: value, "namespace": "guestbook"}
+			if got := nested(t, payload, "spec", "destination"); !reflect.DeepEqual(got, want) {
+				t.Errorf("destination = %v, want %v", got, want)
+			}
+			if _, ok := payload.GetAnnotations()[annotation]; ok {
+				t.Errorf("payload keeps the annotation %s", annotation)
+			}
+		},
+	}
+}
+
 func TestRenderManifestWork(t *testing.T) {
 	appSetOwner := func(app *unstructured.Unstructured) {
 		app.Object["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{
@@ -131,12 +164,7 @@ func TestRenderManifestWork(t *testing.T) {
 			"name": "guestbook-allclusters-app-set", "uid": "1111", "controller": true,
 		}}
 	}
-	tests := []struct {
-		name    string
-		mutate  func(app *unstructured.Unstructured)
-		project string // YAML of RenderOptions.AppProject, if any
-		check   func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured)
-	}{
+	tests := []renderCase{
 		{
 			name: "standalone app: work identity and back-pointers",
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
@@ -245,36 +273,8 @@ func TestRenderManifestWork(t *testing.T) {
 				}
 			},
 		},
-		{
-			name: "destination-name override",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationDestinationName, "prod-east")
-			},
-			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
-				want := map[string]any{"name": "prod-east", "namespace": "guestbook"}
-				if got := nested(t, payload, "spec", "destination"); !reflect.DeepEqual(got, want) {
-					t.Errorf("destination = %v, want %v", got, want)
-				}
-				if _, ok := payload.GetAnnotations()[argoapp.AnnotationDestinationName]; ok {
-					t.Error("payload keeps the destination-name annotation")
-				}
-			},
-		},
-		{
-			name: "destination-server override",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationDestinationServer, "https://10.0.0.1:6443")
-			},
-			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
-				want := map[string]any{"server": "https://10.0.0.1:6443", "namespace": "guestbook"}
-				if got := nested(t, payload, "spec", "destination"); !reflect.DeepEqual(got, want) {
-					t.Errorf("destination = %v, want %v", got, want)
-				}
-				if _, ok := payload.GetAnnotations()[argoapp.AnnotationDestinationServer]; ok {
-					t.Error("payload keeps the destination-server annotation")
-				}
-			},
-		},
+		destinationOverride("destination-name override", argoapp.AnnotationDestinationName, "name", "prod-east"),
+		destinationOverride("destination-server override", argoapp.AnnotationDestinationServer, "server", "https://10.0.0.1:6443"),
 		{
 			name: "no destination: in-cluster server added",
 			mutate: func(app *unstructured.Unstructured) {
@@ -288,10 +288,8 @@ func TestRenderManifestWork(t *testing.T) {
 			},
 		},
 		{
-			name: "app-namespace annotation",
-			mutate: func(app *unstructured.Unstructured) {
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east")
-			},
+			name:   "app-namespace annotation",
+			mutate: annotated(argoapp.AnnotationOCMManagedClusterAppNamespace, "gitops-east"),
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if payload.GetNamespace() != "gitops-east" {
 					t.Errorf("payload namespace = %q, want gitops-east", payload.GetNamespace())
@@ -353,7 +351,7 @@ func TestRenderManifestWork(t *testing.T) {
 		},
 		{
 			name:   "refresh annotation reaches the spoke, pull label and skip-reconcile do not",
-			mutate: func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "hard") },
+			mutate: annotated(argoapp.AnnotationRefresh, "hard"),
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
 				if got := payload.GetAnnotations()[argoapp.AnnotationRefresh]; got != "hard" {
 					t.Errorf("payload refresh annotation = %q, want hard", got)
@@ -583,113 +581,78 @@ func TestRenderManifestWorkApplicationConfig(t *testing.T) {
 func TestRenderManifestWorkErrors(t *testing.T) {
 	tests := []struct {
 		name       string
-		app        func(t *testing.T) *unstructured.Unstructured
+		noApp      bool // render nil in place of the app
+		mutate     func(app *unstructured.Unstructured)
 		project    string
 		wantReason string
 		wantInMsg  string
 	}{
 		{
 			name:       "nil application",
-			app:        func(*testing.T) *unstructured.Unstructured { return nil },
+			noApp:      true,
 			wantReason: ReasonInvalidApplication,
 		},
 		{
-			name: "not an application",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				app.SetKind("ApplicationSet")
-				return app
-			},
+			name:       "not an application",
+			mutate:     func(app *unstructured.Unstructured) { app.SetKind("ApplicationSet") },
 			wantReason: ReasonInvalidApplication,
 			wantInMsg:  "openshift-gitops/guestbook",
 		},
 		{
-			name: "no uid",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				app.SetUID("")
-				return app
-			},
+			name:       "no uid",
+			mutate:     func(app *unstructured.Unstructured) { app.SetUID("") },
 			wantReason: ReasonInvalidApplication,
 		},
 		{
-			name: "malformed spec",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				app.Object["spec"].(map[string]any)["destination"] = "east"
-				return app
-			},
+			name:       "malformed spec",
+			mutate:     func(app *unstructured.Unstructured) { app.Object["spec"].(map[string]any)["destination"] = "east" },
 			wantReason: ReasonInvalidApplication,
 			wantInMsg:  ".spec.destination",
 		},
 		{
-			name: "missing cluster annotation",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "")
-				return app
-			},
+			name:       "missing cluster annotation",
+			mutate:     annotated(argoapp.AnnotationOCMManagedCluster, ""),
 			wantReason: ReasonMissingClusterAnnotation,
 			wantInMsg:  argoapp.AnnotationOCMManagedCluster,
 		},
 		{
-			name: "cluster annotation not a namespace name",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, "East_1")
-				return app
-			},
+			name:       "cluster annotation not a namespace name",
+			mutate:     annotated(argoapp.AnnotationOCMManagedCluster, "East_1"),
 			wantReason: ReasonInvalidClusterName,
 			wantInMsg:  "East_1",
 		},
 		{
-			name: "app namespace not a namespace name",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A")
-				return app
-			},
+			name:       "app namespace not a namespace name",
+			mutate:     annotated(argoapp.AnnotationOCMManagedClusterAppNamespace, "Team A"),
 			wantReason: ReasonInvalidAppNamespace,
 			wantInMsg:  "Team A",
 		},
 		{
 			name: "both destination overrides",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
+			mutate: func(app *unstructured.Unstructured) {
 				testenv.SetAnnotation(app, argoapp.AnnotationDestinationName, "prod")
 				testenv.SetAnnotation(app, argoapp.AnnotationDestinationServer, "https://prod:6443")
-				return app
 			},
 			wantReason: ReasonInvalidDestination,
 			wantInMsg:  "openshift-gitops/guestbook",
 		},
 		{
-			name: "app project of another name",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				app.Object["spec"].(map[string]any)["project"] = "team-b"
-				return app
-			},
+			name:       "app project of another name",
+			mutate:     func(app *unstructured.Unstructured) { app.Object["spec"].(map[string]any)["project"] = "team-b" },
 			project:    hubProject,
 			wantReason: ReasonInvalidAppProject,
 			wantInMsg:  "team-b",
 		},
 		{
-			name: "app project of another kind",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
-				app.Object["spec"].(map[string]any)["project"] = "team-a"
-				return app
-			},
+			name:       "app project of another kind",
+			mutate:     func(app *unstructured.Unstructured) { app.Object["spec"].(map[string]any)["project"] = "team-a" },
 			project:    strings.Replace(hubProject, "kind: AppProject", "kind: ConfigMap", 1),
 			wantReason: ReasonInvalidAppProject,
 		},
 		{
 			name: "payload over the manifest size limit",
-			app: func(t *testing.T) *unstructured.Unstructured {
-				app := parse(t, hubApp)
+			mutate: func(app *unstructured.Unstructured) {
 				testenv.SetAnnotation(app, "blob", strings.Repeat("x", MaxManifestsSize))
-				return app
 			},
 			wantReason: ReasonPayloadTooLarge,
 			wantInMsg:  "openshift-gitops/guestbook",
@@ -701,7 +664,14 @@ func TestRenderManifestWorkErrors(t *testing.T) {
 			if tt.project != "" {
 				opts.AppProject = parse(t, tt.project)
 			}
-			work, err := RenderManifestWork(tt.app(t), opts)
+			app := parse(t, hubApp)
+			if tt.mutate != nil {
+				tt.mutate(app)
+			}
+			if tt.noApp {
+				app = nil
+			}
+			work, err := RenderManifestWork(app, opts)
 			if work != nil {
 				t.Errorf("work rendered despite the error: %v", work.Name)
 			}

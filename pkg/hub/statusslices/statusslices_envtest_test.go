@@ -1,7 +1,6 @@
 package statusslices_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,13 +41,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 // agent had to cut says so in a condition.
 func TestHubMirrorsTheSlices(t *testing.T) {
 	env := shared.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, g := testenv.Begin(t, env, "apps", "cluster1")
 	c := env.Client
-	g := testenv.NewGomega(t)
-	for _, ns := range []string{"apps", "cluster1"} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
 
 	// The manager as pkg/hub.Run builds it (its scheme, and its cache, which keeps the
 	// slices without the tree's nodes), and the decoder with the slices reader, as
@@ -65,32 +58,13 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 
 	// The hub app, its work with the feedback, and the agent's addon with a report that
 	// had to leave the app's resources out.
-	app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"},
-		"source": map[string]any{"repoURL": "https://a"},
-	}}}
-	app.SetGroupVersionKind(argoapp.ApplicationGVK)
-	app.SetNamespace("apps")
-	app.SetName("web")
-	app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-	app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: "cluster1", argoapp.AnnotationSkipReconcile: "true"})
+	app := testenv.PulledApplication("apps", "web", "cluster1")
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-	work := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-		Name: argoapp.ManifestWorkName(app.GetName(), app.GetUID()), Namespace: "cluster1",
-		Labels:      map[string]string{argoapp.LabelPullToOCMManagedCluster: "true", argoapp.LabelAddon: addonName},
-		Annotations: map[string]string{argoapp.AnnotationHubApplicationNamespace: "apps", argoapp.AnnotationHubApplicationName: "web"},
-	}}
+	work := testenv.PropagatedWork(app, "cluster1", addonName)
 	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	val := func(name, v string) workv1.FeedbackValue {
-		return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
-	}
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-		ResourceMeta: workv1.ManifestResourceMeta{Group: argoapp.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: "web", Namespace: "argocd"},
-		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-			val(argoapp.FeedbackHealthStatus, "Degraded"), val(argoapp.FeedbackSyncStatus, "Synced"), val(argoapp.FeedbackSyncRevision, "rev1"),
-		}},
-		Conditions: []metav1.Condition{},
-	}}
+	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", "web", map[string]string{
+		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "Synced", argoapp.FeedbackSyncRevision: "rev1",
+	})}
 	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
 	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())

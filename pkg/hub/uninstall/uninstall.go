@@ -90,6 +90,15 @@ type Result struct {
 	SecretsDeleted    int
 }
 
+// leave records the works left in place, each logged with why.
+func (r *Result) leave(log klog.Logger, works []string, why string) {
+	for _, key := range works {
+		log.Info(why, "work", key)
+	}
+	r.Left = append(r.Left, works...)
+	slices.Sort(r.Left)
+}
+
 // Run uninstalls. It is safe to run twice: a second run finds less to do.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) (Result, error) {
 	var res Result
@@ -223,11 +232,7 @@ func orphanWorks(ctx context.Context, works workclient.Interface, items []workv1
 		res.Orphaned++
 		return true
 	})
-	for _, key := range left {
-		log.Info("left in place: its cluster did not apply the orphan option in time, and deleting it would delete the Application there", "work", key)
-	}
-	res.Left = append(res.Left, left...)
-	slices.Sort(res.Left)
+	res.leave(log, left, "left in place: its cluster did not apply the orphan option in time, and deleting it would delete the Application there")
 	return nil
 }
 
@@ -251,11 +256,7 @@ func deleteWorks(ctx context.Context, works workclient.Interface, items []workv1
 		res.Deleted++
 		return true
 	})
-	for _, key := range left {
-		log.Info("still being deleted: its cluster has not removed the Application yet; the work goes once it does", "work", key)
-	}
-	res.Left = append(res.Left, left...)
-	slices.Sort(res.Left)
+	res.leave(log, left, "still being deleted: its cluster has not removed the Application yet; the work goes once it does")
 	return nil
 }
 
