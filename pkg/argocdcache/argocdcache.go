@@ -9,8 +9,8 @@
 // hub's argocd-server shows their resource trees (pkg/hub/resourcetree). Both go through
 // this package, and TestArgoCDCacheContract checks every value here against the source of
 // the Argo CD the project supports (hack/tools/argocd pins it): an upgrade of Argo CD
-// that changes any of it fails there, naming what changed (docs/design.md, sections 8a.2
-// and 8b).
+// that changes any of it fails there, naming what changed (docs/design.md, sections 3.4
+// and 2.6).
 package argocdcache
 
 import (
@@ -552,7 +552,7 @@ func NewClient(opts ClientOptions, secrets SecretGetter) (*redis.Client, error) 
 }
 
 // SecretGetter reads a Secret of Argo CD's namespace: client-go's typed SecretInterface,
-// or the agent's reader, which links no typed clientset (docs/design.md, section 8).
+// or the agent's reader, which links no typed clientset (docs/design.md, section 3.5).
 type SecretGetter interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
 }

@@ -18,7 +18,7 @@ import (
 // expiration, the encoding, the password Secret, what argocd-server reads, or the JSON
 // of a tree or of the managed resources fails here, naming what changed: this package,
 // its readers and writers (pkg/spoke, pkg/hub/resourcetree) and docs/design.md (sections
-// 8a.2 and 8b) must then follow.
+// 3.4 and 2.6) must then follow.
 func TestArgoCDCacheContract(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {

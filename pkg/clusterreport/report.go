@@ -169,7 +169,7 @@ type Report struct {
 	// than the scope condition: Decode returns nil for it too).
 	Scope *Scope
 	// AppsInSlices says that the agent publishes every app, complete, in its
-	// ApplicationStatusSlices (docs/design.md, 8a): Encode then writes no condition per
+	// ApplicationStatusSlices (docs/design.md, section 4): Encode then writes no condition per
 	// app, only the summary of Apps, which says where they are. An agent sets it once
 	// the hub serves the slices; an agent of a hub without them (or older than them)
 	// writes a condition per app. Decode returns no apps for such a report.

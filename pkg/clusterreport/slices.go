@@ -20,7 +20,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
-// This file is the status channel (docs/design.md, section 8a): the agent's complete
+// This file is the status channel (docs/design.md, section 4): the agent's complete
 // report of its apps in ApplicationStatusSlices, each bounded, as many as the apps need.
 
 // SliceFormatVersion is the version of the content of an ApplicationStatusSlice that

@@ -17,7 +17,7 @@ const modulePath = "github.com/ocm-gitops/argocd-pull-addon/"
 // TestNoControllerPackageImportsAnother: no package under pkg/hub that registers a
 // controller (it calls controller-runtime's NewControllerManagedBy, ControllerManagedBy or
 // controller.New) imports another such package; they share only what pkg/hub hands them
-// and packages that register none (docs/design.md, "One wiring on the hub").
+// and packages that register none (docs/design.md, section 2.1).
 func TestNoControllerPackageImportsAnother(t *testing.T) {
 	type pkg struct {
 		registers bool

@@ -4,7 +4,7 @@
 // status and health, the app's conditions, revisions, operation state and the children of
 // its resource tree from Argo CD's cache), in the ApplicationStatusSlices of its cluster
 // namespace; and a summary of each app with the diagnostics of its prerequisites in the
-// status of its ManagedClusterAddOn (docs/design.md, sections 8 and 8a).
+// status of its ManagedClusterAddOn (docs/design.md, sections 3 and 4).
 //
 // The agent is event-driven: a change is published after Options.PublishDelay, bursts are
 // coalesced, and nothing is written while nothing changed. It applies its conditions

@@ -17,7 +17,7 @@ import (
 )
 
 // The agent reads Argo CD's application-controller cache as pkg/argocdcache says
-// (docs/design.md, section 8a.2); TestArgoCDCacheContract, there, pins it to the Argo CD
+// (docs/design.md, section 3.4); TestArgoCDCacheContract, there, pins it to the Argo CD
 // source.
 
 // treeReader reads apps' resource trees from the Redis of Argo CD's

@@ -25,7 +25,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
-// The status channel (docs/design.md, section 8a): the agent writes the complete status
+// The status channel (docs/design.md, section 4): the agent writes the complete status
 // of its apps into ApplicationStatusSlices in its cluster namespace on the hub, besides
 // the conditions of its ManagedClusterAddOn.
 

@@ -315,7 +315,9 @@ spec:
 		unstructured.RemoveNestedField(handMade.Object, "spec", "syncPolicy", "automated")
 		_, err = spokeApps.Create(ctx, handMade, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { Expect(ignoreNotFound(spokeApps.Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed()) })
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(ignoreNotFound(spokeApps.Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
+		})
 		// The cluster's agent reports it by its name alone.
 		eventually(ctx, func(ctx context.Context) (bool, error) {
 			list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(target.Name).List(ctx, metav1.ListOptions{})
@@ -345,7 +347,7 @@ spec:
 			}
 			destination, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace")
 			return destination, nil
-		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Equal(handMadeDestination), "the hand-made Application on %s keeps its spec", target.Name)
+		}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(Equal(handMadeDestination), "the hand-made Application on %s keeps its spec", target.Name)
 	})
 })
 

@@ -318,7 +318,7 @@ func (s *StandIns) publishReport(ctx context.Context, cluster string, report clu
 	return nil
 }
 
-// publishSlices plays the agent's status channel (docs/design.md, 8a): every app of the
+// publishSlices plays the agent's status channel (docs/design.md, section 4): every app of the
 // cluster, complete, with its tree, in ApplicationStatusSlices that the addon owns,
 // planned with pkg/clusterreport as pkg/spoke plans them; a slice is applied,
 // server-side, only when it changed, and deleted when it holds no app any more.

@@ -85,8 +85,8 @@ type cutStep struct {
 // notHealthy: the other entries before the failing ones.
 var notHealthy = []entryClass{classOther, classFailing}
 
-// cutSteps is the order of the cut, after the resource list (docs/design.md, "The
-// report's byte budget"): the errors stay visible longest, and every cluster keeps an
+// cutSteps is the order of the cut, after the resource list (docs/design.md, section
+// 2.5): the errors stay visible longest, and every cluster keeps an
 // entry until only whole entries are left to cut.
 var cutSteps = []cutStep{
 	{classes: []entryClass{classHealthy}, lower: dropConditionsAndDetails},

@@ -97,7 +97,7 @@ func NewScheme() (*runtime.Scheme, error) {
 //     once (internWork);
 //   - the ApplicationStatusSlices of the addon's agents only (their addon label), without
 //     what the hub does not show: the tree's nodes and the resources' images
-//     (docs/design.md, 8a), so that the cache grows with the resources of the apps and
+//     (docs/design.md, section 4), so that the cache grows with the resources of the apps and
 //     not with their trees;
 //   - of each MulticlusterApplicationSetReport, its metadata only, which the apiserver
 //     sends alone (a metadata watch): a report of a thousand clusters is up to its byte

@@ -7,7 +7,7 @@
 //   - feedback.go reads a work's feedback;
 //   - decoder.go decodes the agents' reports once per version, keeping the last good
 //     entry of an app, and holds the finder of the agents' status slices
-//     (pkg/hub/statusslices, docs/design.md 8a), which Observe asks first;
+//     (pkg/hub/statusslices, docs/design.md, section 4), which Observe asks first;
 //   - absence.go tells why a report has no entry for an app;
 //   - staleness.go tells when a cluster's data is stale;
 //   - state.go merges the two channels;

@@ -58,7 +58,7 @@ func (r *reconciler) leftoverWorks(ctx context.Context) []types.NamespacedName {
 	log := ctrl.LoggerFrom(ctx)
 	// The sweep reads the cache's own works and Applications, and only their metadata: a
 	// deep copy of every work and a thaw of every Application at 10,000 apps made it the
-	// manager's highest heap, every ten minutes (docs/design.md, 8a.7).
+	// manager's highest heap, every ten minutes (docs/design.md, section 2.9).
 	works := &workv1.ManifestWorkList{}
 	if err := r.client.List(ctx, works, client.HasLabels{argoapp.LabelPullToOCMManagedCluster}, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "list the pulled ManifestWorks")

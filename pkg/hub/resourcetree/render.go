@@ -5,7 +5,7 @@
 // resource tree (GET /api/v1/applications/{name}/resource-tree, the UI's tree) and the
 // managed resources; its tree watch hears the notification that follows each write. The
 // hub application-controller skips pulled apps (skip-reconcile), so nothing else writes
-// these keys. docs/design.md, section 8b, says why this mechanism and what it couples
+// these keys. docs/design.md, section 2.6, and docs/decisions/0002-hub-argocd-cache.md says why this mechanism and what it couples
 // to; pkg/argocdcache holds that coupling.
 package resourcetree
 

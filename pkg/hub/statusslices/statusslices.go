@@ -1,5 +1,5 @@
-// Package statusslices is the hub's reader of the status channel (docs/design.md, section
-// 8a): the ApplicationStatusSlices in which each cluster's agent reports the complete
+// Package statusslices is the hub's reader of the status channel (docs/design.md,
+// sections 2.4 and 4): the ApplicationStatusSlices in which each cluster's agent reports the complete
 // status of its apps. pkg/hub builds one Reader and hands it, in the observed.Decoder, to
 // the status mirror and the ApplicationSet report controller: the decoder asks it for an
 // app before the agent's report on the ManagedClusterAddOn, so that both show every

@@ -154,7 +154,7 @@ type ReportSummary struct {
 }
 
 // ReportTruncation says what the byte budget of the report cut, in the order of
-// docs/design.md ("The report's byte budget"). Each count compares the report with
+// docs/design.md (section 2.5). Each count compares the report with
 // what it would hold without a budget.
 type ReportTruncation struct {
 	// BudgetBytes is the budget: the most bytes the report may take as JSON, metadata
