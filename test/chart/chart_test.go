@@ -8,7 +8,6 @@ package chart
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -376,18 +375,8 @@ func TestHubArgoCDCacheValuesAreTheManagersRedisOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			deploy := convert[appsv1.Deployment](t, one(t, render(t, tc.set...), "Deployment", namespace+"/"+managerName))
 			pod := deploy.Spec.Template.Spec
-			got := defaults
-			fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-			fs.StringVar(&got.Addr, "argocd-redis", got.Addr, "")
-			got.AddFlags(fs, "")
-			var redisArgs []string
-			for _, arg := range pod.Containers[0].Args {
-				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-				if fs.Lookup(name) != nil {
-					redisArgs = append(redisArgs, arg)
-				}
-			}
-			if err := fs.Parse(redisArgs); err != nil {
+			got, redisArgs, err := testenv.RedisOptionsFromArgs(pod.Containers[0].Args, defaults)
+			if err != nil {
 				t.Fatalf("the manager's Redis flags %v: %v", redisArgs, err)
 			}
 			want := defaults

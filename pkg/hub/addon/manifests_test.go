@@ -1,7 +1,6 @@
 package addon
 
 import (
-	"flag"
 	"path"
 	"reflect"
 	"slices"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
+	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 func values(ns string) agentValues {
@@ -297,18 +297,8 @@ func TestAgentRedisConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			pod := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
-			got := defaults
-			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-			fs.StringVar(&got.Addr, "argocd-redis", got.Addr, "")
-			got.AddFlags(fs, "")
-			var redisArgs []string
-			for _, arg := range pod.Containers[0].Args {
-				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-				if fs.Lookup(name) != nil {
-					redisArgs = append(redisArgs, arg)
-				}
-			}
-			if err := fs.Parse(redisArgs); err != nil {
+			got, redisArgs, err := testenv.RedisOptionsFromArgs(pod.Containers[0].Args, defaults)
+			if err != nil {
 				t.Fatalf("the agent's Redis flags %v: %v", redisArgs, err)
 			}
 			want := defaults
