@@ -47,28 +47,7 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	if tree := r.Read(ctx, "argocd", "new"); !strings.Contains(tree.Unavailable, "no resource tree") {
 		t.Errorf("a missing tree, read as %s: %+v", agentUser, tree)
 	}
-	watchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changed := make(chan string, 4)
-	go r.Watch(watchCtx, func(ns, name string) { changed <- ns + "/" + name })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n, err := admin.PubSubNumPat(ctx).Result(); err == nil && n == 1 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the reader did not subscribe to the tree notifications: %d patterns, %v", n, err)
-		}
-	}
-	if err := admin.Publish(ctx, argocdcache.ManagedResourcesKey("web"), "").Err(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case app := <-changed:
-		if app != "argocd/web" {
-			t.Errorf("notified of %s, want argocd/web", app)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no tree notification")
-	}
+	expectTreeNotification(t, r, admin)
 	// go-redis pings an idle subscription every 3 s.
 	time.Sleep(4 * time.Second)
 	if refusals := server.ACLLog(t); len(refusals) != 0 {
@@ -140,29 +119,7 @@ func TestReadTreeOverTLS(t *testing.T) {
 	if tree := r.Read(ctx, "argocd", "web"); tree.Unavailable != "" || len(tree.Nodes) != 2 {
 		t.Fatalf("the tree, read over TLS from database 3: %+v", tree)
 	}
-	watchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changed := make(chan string, 4)
-	go r.Watch(watchCtx, func(ns, name string) { changed <- ns + "/" + name })
-	admin := server.Admin(t, 0)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n, err := admin.PubSubNumPat(ctx).Result(); err == nil && n == 1 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the reader did not subscribe over TLS: %d patterns, %v", n, err)
-		}
-	}
-	if err := admin.Publish(ctx, argocdcache.ManagedResourcesKey("web"), "").Err(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case app := <-changed:
-		if app != "argocd/web" {
-			t.Errorf("notified of %s, want argocd/web", app)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no tree notification over TLS")
-	}
+	expectTreeNotification(t, r, server.Admin(t, 0))
 	if refusals := server.ACLLog(t); len(refusals) != 0 {
 		t.Errorf("Redis refused the reader %d times: %v", len(refusals), refusals)
 	}
@@ -194,5 +151,33 @@ func TestOperationsDocumentsTheReaderACL(t *testing.T) {
 	want := "ACL SETUSER argocd-pull-agent on >" + "$PASSWORD " + strings.Join(argocdcache.ReaderACLRules(), " ")
 	if !strings.Contains(string(doc), want) {
 		t.Errorf("docs/operations.md does not show the agent's ACL user as\n  %s", want)
+	}
+}
+
+// expectTreeNotification watches r's tree notifications until the test ends, waits until
+// r has subscribed, and checks that a notification admin publishes for the app argocd/web
+// reaches it.
+func expectTreeNotification(t *testing.T, r *treeReader, admin *redis.Client) {
+	t.Helper()
+	ctx := t.Context()
+	changed := make(chan string, 4)
+	go r.Watch(ctx, func(ns, name string) { changed <- ns + "/" + name })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := admin.PubSubNumPat(ctx).Result(); err == nil && n == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the reader did not subscribe to the tree notifications: %d patterns, %v", n, err)
+		}
+	}
+	if err := admin.Publish(ctx, argocdcache.ManagedResourcesKey("web"), "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case app := <-changed:
+		if app != "argocd/web" {
+			t.Errorf("notified of %s, want argocd/web", app)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tree notification")
 	}
 }
