@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unique"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -227,15 +228,18 @@ func TestStripSlice(t *testing.T) {
 		t.Errorf("transformed twice: %+v, once: %+v", twice, got)
 	}
 	// Another cluster's slice of the same app, decoded on its own: the strings both
-	// repeat are one copy.
+	// repeat are the one canonical copy (argoapp.Intern), as long as it lives. The handles
+	// keep it alive: the garbage collector may otherwise drop it between two strips, and
+	// the next strip makes a new one.
+	namespace, revision := unique.Make(want.Apps[0].Namespace), unique.Make(want.Apps[0].Sync.Revision)
 	other := want.DeepCopy()
 	other.Apps[0].Namespace, other.Apps[0].Sync.Revision = strings.Clone(other.Apps[0].Namespace), strings.Clone(other.Apps[0].Sync.Revision)
 	obj, err = stripSlice(other)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := obj.(*statusv1alpha1.ApplicationStatusSlice).Apps[0]; unsafe.StringData(o.Namespace) != unsafe.StringData(got.Namespace) ||
-		unsafe.StringData(o.Sync.Revision) != unsafe.StringData(got.Sync.Revision) || o.Sync.Revision != want.Apps[0].Sync.Revision {
+	if o := obj.(*statusv1alpha1.ApplicationStatusSlice).Apps[0]; unsafe.StringData(o.Namespace) != unsafe.StringData(namespace.Value()) ||
+		unsafe.StringData(o.Sync.Revision) != unsafe.StringData(revision.Value()) || o.Sync.Revision != want.Apps[0].Sync.Revision {
 		t.Error("two slices hold two copies of the namespace and revision of the same app")
 	}
 	rescheduled := want.DeepCopy()
