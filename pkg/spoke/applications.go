@@ -210,7 +210,7 @@ func (a *agent) startApplicationInformers(ctx context.Context) {
 		}
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { a.onApplicationIdentity(obj) },
-			UpdateFunc: func(old, obj any) { a.onApplication(old, obj) },
+			UpdateFunc: a.onApplicationUpdate,
 			DeleteFunc: func(obj any) { a.onApplicationIdentity(obj) },
 		}); err != nil {
 			a.log.Error(err, "watch Applications", "namespace", ns)
@@ -242,14 +242,12 @@ func (a *agent) onApplicationIdentity(obj any) {
 	}
 }
 
-// onApplication asks for a publish when one of the objects came from the hub: a change
-// of an Application made on the cluster (its status, say) changes nothing the agent
-// reports, and one taken over by a hub Application came from the hub after the change.
-func (a *agent) onApplication(objs ...any) {
-	for _, obj := range objs {
-		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tombstone.Obj
-		}
+// onApplicationUpdate asks for a publish when the Application came from the hub before
+// or after the change: a change of an Application made on the cluster (its status, say)
+// changes nothing the agent reports, and one taken over by a hub Application came from
+// the hub after the change.
+func (a *agent) onApplicationUpdate(old, obj any) {
+	for _, obj := range []any{old, obj} {
 		if l, ok := obj.(*localApplication); ok && l.fromHub {
 			a.trees.invalidate(clusterreport.AppKey(l.Namespace, l.Name))
 			a.enqueue()
