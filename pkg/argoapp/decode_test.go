@@ -183,6 +183,7 @@ func TestFeedbackFields(t *testing.T) {
 		"syncRevision":            ".status.sync.revision",
 		"operationStatePhase":     ".status.operationState.phase",
 		"operationStateStartedAt": ".status.operationState.startedAt",
+		"operationStateID":        `.status.operationState.operation.info[?(@.name=="argocd-pull.open-cluster-management.io/operation-id")].value`,
 	}
 	got := map[string]string{}
 	for _, f := range FeedbackFields() {

@@ -52,12 +52,32 @@ const (
 	// rendered from.
 	AnnotationHubApplicationName = "apps.open-cluster-management.io/hub-application-name"
 
-	// AnnotationOperationBaseline, on a ManifestWork, is set while the work delivers the
-	// hub Application's .operation to the managed cluster. It holds the
-	// status.operationState.startedAt that the spoke Application reported when the
-	// operation was first delivered (empty when none): a later startedAt shows that the
-	// spoke Argo CD started the delivered operation.
-	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
+	// AnnotationOperationID, on a ManifestWork, is set while the work delivers the hub
+	// Application's .operation to the managed cluster: the id the manager gave that
+	// operation (OperationInfoID), which the spoke's operationState carries back.
+	AnnotationOperationID = "argocd-pull.open-cluster-management.io/operation-id"
+
+	// AnnotationOperationRequest, on the Application a work carries, is the hub
+	// Application's .operation as JSON, its info carrying its id (OperationInfoID). The
+	// cluster's agent sets the spoke Application's .operation from it, once per id, and
+	// only when no other operation runs there (docs/propagation.md, "Operations").
+	AnnotationOperationRequest = "argocd-pull.open-cluster-management.io/operation"
+
+	// AnnotationOperationTerminate, on the Application a work carries, is the id of the
+	// delivered operation that a hub user terminated (argocd app terminate-op): the agent
+	// terminates it on the managed cluster, or cancels it when it has not started.
+	AnnotationOperationTerminate = "argocd-pull.open-cluster-management.io/terminate-operation"
+
+	// AnnotationOperationDelivered, on a spoke Application, is written by the cluster's
+	// agent: the id of the last operation it delivered or cancelled there. An operation
+	// of that id is never delivered again.
+	AnnotationOperationDelivered = "argocd-pull.open-cluster-management.io/operation-delivered"
+
+	// OperationInfoID names the entry of a delivered operation's info
+	// (.operation.info[].name) that holds its id. Argo CD copies the operation into
+	// status.operationState.operation when it starts it, so the spoke's operationState
+	// says which hub operation it is of.
+	OperationInfoID = AnnotationOperationID
 
 	// AnnotationHostingApplicationSet holds "<namespace>/<name>" of the ApplicationSet that
 	// owns the Application, on both the ManifestWork and the pulled Application.
@@ -129,12 +149,16 @@ const (
 	FeedbackSyncRevision            = "syncRevision"
 	FeedbackOperationStatePhase     = "operationStatePhase"
 	FeedbackOperationStateStartedAt = "operationStateStartedAt"
+	FeedbackOperationStateID        = "operationStateID"
 
 	PathHealthStatus            = ".status.health.status"
 	PathSyncStatus              = ".status.sync.status"
 	PathSyncRevision            = ".status.sync.revision"
 	PathOperationStatePhase     = ".status.operationState.phase"
 	PathOperationStateStartedAt = ".status.operationState.startedAt"
+	// PathOperationStateID reads the id of a delivered operation (OperationInfoID) from
+	// the copy of the operation that Argo CD keeps in the operation state.
+	PathOperationStateID = `.status.operationState.operation.info[?(@.name=="` + OperationInfoID + `")].value`
 )
 
 // FeedbackField pairs a status feedback name with the JSONPath it is read from.
@@ -152,6 +176,7 @@ func FeedbackFields() []FeedbackField {
 		{Name: FeedbackSyncRevision, Path: PathSyncRevision},
 		{Name: FeedbackOperationStatePhase, Path: PathOperationStatePhase},
 		{Name: FeedbackOperationStateStartedAt, Path: PathOperationStateStartedAt},
+		{Name: FeedbackOperationStateID, Path: PathOperationStateID},
 	}
 }
 
@@ -182,8 +207,17 @@ var (
 	ApplicationSetGVR = GroupVersion.WithResource(ResourceApplicationSets)
 )
 
+// Argo CD's operation phases (status.operationState.phase).
+const (
+	OperationRunning     = "Running"
+	OperationTerminating = "Terminating"
+	OperationSucceeded   = "Succeeded"
+	OperationFailed      = "Failed"
+	OperationError       = "Error"
+)
+
 // OperationCompleted reports whether an Argo CD operation phase is final: Succeeded,
 // Failed or Error (Running and Terminating are not).
 func OperationCompleted(phase string) bool {
-	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
+	return phase == OperationSucceeded || phase == OperationFailed || phase == OperationError
 }

@@ -107,7 +107,13 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 			op["operation"] = map[string]any{} // required by the CRD; the spoke has the details
 		}
 		startedChanged := op["startedAt"] != s.OperationStart
-		op["phase"] = s.OperationPhase
+		// A hub user terminated the operation (argocd-server set Terminating): the hub
+		// shows Terminating until the spoke Argo CD, which the agent asks to terminate it
+		// (propagation's AnnotationOperationTerminate), ends it, as Argo CD shows a
+		// pushed app's.
+		if !(op["phase"] == argoapp.OperationTerminating && s.OperationPhase == argoapp.OperationRunning && !startedChanged) {
+			op["phase"] = s.OperationPhase
+		}
 		op["startedAt"] = s.OperationStart
 		setOrDelete(op, "message", s.OperationMsg)
 		// finishedAt: the spoke's, from the agent's entry of this operation; else, as the

@@ -409,8 +409,9 @@ const ManifestDigestKey = "argocd-pull.digest"
 // CompactManifest returns what the manager's cache holds of a work's manifest in place
 // of its content: a JSON object with the digest of the manifest's canonical encoding
 // (decoded, then encoded again: keys sorted, no spaces) at ManifestDigestKey, its kind,
-// and of an Application its operation, which the propagation controller reads (the
-// operation's baseline). Two manifests have the same compact form if and only if they
+// and of an Application the operation it delivers and whether it terminates it (its
+// annotations argoapp.AnnotationOperationRequest and AnnotationOperationTerminate),
+// which the propagation controller reads to keep both. Two manifests have the same compact form if and only if they
 // decode to the same JSON value (up to a collision of SHA-256), so the propagation
 // controller compares the compact forms of its render with those of the cached work,
 // and a work that anyone else changed still differs. A compact form is its own compact
@@ -433,8 +434,18 @@ func CompactManifest(raw []byte) []byte {
 	if kind, ok := object["kind"]; ok {
 		compact["kind"] = kind
 	}
-	if object["kind"] == argoapp.KindApplication && object["operation"] != nil {
-		compact["operation"] = object["operation"]
+	if object["kind"] == argoapp.KindApplication {
+		metadata, _ := object["metadata"].(map[string]any)
+		annotations, _ := metadata["annotations"].(map[string]any)
+		kept := map[string]any{}
+		for _, key := range []string{argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate} {
+			if value, ok := annotations[key]; ok {
+				kept[key] = value
+			}
+		}
+		if len(kept) > 0 {
+			compact["metadata"] = map[string]any{"annotations": kept}
+		}
 	}
 	out, err := json.Marshal(compact)
 	if err != nil {

@@ -282,22 +282,24 @@ func TestStripWork(t *testing.T) {
 
 // TestCompactManifest: a manifest's compact form is the same for the same JSON value,
 // however encoded, and differs for any other value; it keeps the kind, and the operation
-// of an Application; it is its own compact form; what does not decode is kept.
+// request and termination of an Application; it is its own compact form; what does not
+// decode is kept.
 func TestCompactManifest(t *testing.T) {
-	app := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web","namespace":"argocd"},` +
-		`"spec":{"project":"default","source":{"repoURL":"https://example.com/repo","targetRevision":"main"}},` +
-		`"operation":{"sync":{"revision":"main"}}}`
+	app := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"web","namespace":"argocd",` +
+		`"annotations":{"argocd-pull.open-cluster-management.io/operation":"{\"sync\":{\"revision\":\"main\"}}","example.com/a":"b"}},` +
+		`"spec":{"project":"default","source":{"repoURL":"https://example.com/repo","targetRevision":"main"}}}`
 	compact := CompactManifest([]byte(app))
 
-	same := `{ "operation": {"sync": {"revision": "main"}}, "kind": "Application", "apiVersion": "argoproj.io/v1alpha1",
+	same := `{ "kind": "Application", "apiVersion": "argoproj.io/v1alpha1",
 		"spec": {"source": {"targetRevision": "main", "repoURL": "https://example.com/repo"}, "project": "default"},
-		"metadata": {"namespace": "argocd", "name": "web"}}`
+		"metadata": {"annotations": {"example.com/a": "b", "argocd-pull.open-cluster-management.io/operation": "{\"sync\":{\"revision\":\"main\"}}"},
+		"namespace": "argocd", "name": "web"}}`
 	if got := CompactManifest([]byte(same)); string(got) != string(compact) {
 		t.Errorf("the same value encoded otherwise: %s, want %s", got, compact)
 	}
 	for _, other := range []string{
-		strings.Replace(app, `"main"}}`, `"v2"}}`, 1),                   // spec.source.targetRevision
-		strings.Replace(app, `"revision":"main"`, `"revision":"v2"`, 1), // the operation
+		strings.Replace(app, `"main"}}`, `"v2"}}`, 1),                           // spec.source.targetRevision
+		strings.Replace(app, `\"revision\":\"main\"`, `\"revision\":\"v2\"`, 1), // the operation
 		strings.Replace(app, `"project":"default"`, `"project":"default","extra":null`, 1),
 		strings.Replace(app, `"argocd"`, `"argocd2"`, 1),
 	} {
@@ -313,7 +315,10 @@ func TestCompactManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest, _ := fields[ManifestDigestKey].(string)
-	if fields["kind"] != "Application" || !strings.HasPrefix(digest, digestPrefix) || fields["operation"] == nil || fields["spec"] != nil {
+	metadata, _ := fields["metadata"].(map[string]any)
+	annotations, _ := metadata["annotations"].(map[string]any)
+	if fields["kind"] != "Application" || !strings.HasPrefix(digest, digestPrefix) || fields["spec"] != nil ||
+		annotations["argocd-pull.open-cluster-management.io/operation"] != `{"sync":{"revision":"main"}}` || len(annotations) != 1 {
 		t.Errorf("compact form %s", compact)
 	}
 	if got := CompactManifest([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)); strings.Contains(string(got), "operation") ||

@@ -1,5 +1,5 @@
 // Package observed is what the hub knows of a pulled Application on its managed cluster,
-// from the two channels of docs/design.md: the ManifestWork's status feedback (five
+// from the two channels of docs/design.md: the ManifestWork's status feedback (six
 // scalars, fast) and the agent's report on the ManagedClusterAddOn (resources, errors,
 // revisions of multi-source apps, messages). The ApplicationSet report controller
 // (pkg/hub/appsetreport) and the status mirror (pkg/hub/appstatus) both read them

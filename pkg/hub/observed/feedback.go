@@ -13,13 +13,16 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
-// Feedback holds the five status feedback values of a work's Application manifest.
+// Feedback holds the status feedback values of a work's Application manifest.
 type Feedback struct {
 	HealthStatus            string
 	SyncStatus              string
 	SyncRevision            string
 	OperationStatePhase     string
 	OperationStateStartedAt string
+	// OperationStateID is the id of the hub operation that the operation state is of
+	// (argoapp.OperationInfoID); empty for an operation that no hub delivered.
+	OperationStateID string
 }
 
 // Empty reports whether no value came back.
@@ -51,6 +54,8 @@ func FeedbackOf(work *workv1.ManifestWork) Feedback {
 				f.OperationStatePhase = s
 			case argoapp.FeedbackOperationStateStartedAt:
 				f.OperationStateStartedAt = s
+			case argoapp.FeedbackOperationStateID:
+				f.OperationStateID = s
 			}
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,14 +101,12 @@ func removeFinalizer(app *unstructured.Unstructured) (bool, error) {
 //   - The refresh annotation, once the work that carries it is applied on the managed
 //     cluster: the work is up to date with the Application, and its Applied condition
 //     is true for its current generation.
-//   - The operation, once the spoke Argo CD has run it: the work that delivers it is
-//     applied, and the spoke Application's operationState (the work's status feedback)
-//     shows an operation started after the delivery (see AnnotationOperationBaseline)
-//     that has completed. Until then the operation stays on the hub Application and in
-//     the work, as Argo CD keeps .operation on an Application while it runs; removed
-//     earlier, the next render would drop it from the work, and the work agent's
-//     server-side apply would remove it from the spoke Application before or while it
-//     runs.
+//   - The operation, once the spoke Argo CD has run it: the spoke Application's
+//     operationState (the work's status feedback) is of the operation's id
+//     (AnnotationOperationID) and has completed. Until then the operation stays on the
+//     hub Application, as Argo CD keeps .operation on an Application while it runs: a
+//     second sync is refused there with Argo CD's own message, and the work keeps
+//     asking the cluster's agent to run it.
 //
 // Each removal is a JSON patch that first tests the value, so that a newer request
 // made meanwhile is never lost. Once removed, the next render drops them from the work;
@@ -120,7 +117,7 @@ func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if refresh, ok := app.GetAnnotations()[argoapp.AnnotationRefresh]; ok {
-		path := "/metadata/annotations/" + escapeJSONPointer(argoapp.AnnotationRefresh)
+		path := argoapp.AnnotationPointer(argoapp.AnnotationRefresh)
 		removed, err := r.testAndRemove(ctx, app, path, refresh)
 		if err != nil {
 			return fmt.Errorf("remove the delivered refresh from application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
@@ -148,26 +145,24 @@ func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.
 	}
 	if removed {
 		log.Info("the spoke Argo CD ran the operation; removed it from the hub application",
-			"work", client.ObjectKeyFromObject(work), "phase", state.OperationStatePhase, "startedAt", state.OperationStateStartedAt)
+			"work", client.ObjectKeyFromObject(work), "operationID", state.OperationStateID, "phase", state.OperationStatePhase, "startedAt", state.OperationStateStartedAt)
 		r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonOperationCompleted, eventAction,
-			"The operation ran on cluster %s (phase %s, started at %s); removed it from the hub application",
-			work.Namespace, state.OperationStatePhase, state.OperationStateStartedAt)
+			"The operation %s ran on cluster %s (phase %s, started at %s); removed it from the hub application",
+			state.OperationStateID, work.Namespace, state.OperationStatePhase, state.OperationStateStartedAt)
 	}
 	return nil
 }
 
 // operationRan reports whether the spoke Argo CD has run the operation that work
-// delivers: the work marks a delivery, and the spoke Application's operationState,
-// from the work's status feedback, started after it (its startedAt differs from the
-// baseline) and has completed. It also returns the feedback it read.
+// delivers: the spoke Application's operationState, from the work's status feedback, is
+// of the operation's id and has completed. It also returns the feedback it read.
 func operationRan(work *workv1.ManifestWork) (bool, observed.Feedback) {
-	baseline, delivering := work.Annotations[argoapp.AnnotationOperationBaseline]
-	if !delivering {
+	id := work.Annotations[argoapp.AnnotationOperationID]
+	if id == "" {
 		return false, observed.Feedback{}
 	}
 	state := observed.FeedbackOf(work)
-	started := state.OperationStateStartedAt != "" && state.OperationStateStartedAt != baseline
-	return started && argoapp.OperationCompleted(state.OperationStatePhase), state
+	return state.OperationStateID == id && argoapp.OperationCompleted(state.OperationStatePhase), state
 }
 
 // hubShowsOperation reports whether the hub Application's status.operationState, which
@@ -182,40 +177,115 @@ func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) 
 	return phase == state.OperationStatePhase && startedAt == state.OperationStateStartedAt
 }
 
-// keepOperationBaseline sets AnnotationOperationBaseline on desired, a rendered work,
-// when its payload carries an operation: the baseline of existing (the current work)
-// when that work already delivers the same operation, else the spoke's current
-// operationState.startedAt from existing's status feedback, empty when there is none.
-// Without an operation, desired carries no baseline.
-func keepOperationBaseline(desired, existing *workv1.ManifestWork) {
-	delete(desired.Annotations, argoapp.AnnotationOperationBaseline)
-	operation := payloadOperation(desired)
-	if operation == nil {
-		return
-	}
-	baseline := ""
-	if existing != nil {
-		if kept, ok := existing.Annotations[argoapp.AnnotationOperationBaseline]; ok && reflect.DeepEqual(payloadOperation(existing), operation) {
-			baseline = kept
-		} else {
-			baseline = observed.FeedbackOf(existing).OperationStateStartedAt
+// setOperationRequest puts app's .operation in desired, a rendered work, for the
+// cluster's agent to run (argoapp.AnnotationOperationRequest on the payload, and the id
+// in AnnotationOperationID on the work), with the id it has in existing (the current
+// work) when that work delivers the same operation, else a new one. When a hub user
+// terminated the operation (its status.operationState.phase is Terminating, as
+// argocd-server sets it), the payload asks the agent to terminate it too
+// (AnnotationOperationTerminate). Without an operation, desired delivers none. It
+// starts from the render each time, so calling it again with a fresher existing work
+// is safe.
+func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured) error {
+	delete(desired.Annotations, argoapp.AnnotationOperationID)
+	operation, _ := app.Object["operation"].(map[string]any)
+	request := map[string]string{argoapp.AnnotationOperationRequest: "", argoapp.AnnotationOperationTerminate: ""}
+	if operation != nil {
+		operation = argoapp.WithoutOperationID(operation)
+		id, terminated := argoapp.NewOperationID(), false
+		if kept := workAnnotation(existing, argoapp.AnnotationOperationID); kept != "" {
+			if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && reflect.DeepEqual(argoapp.WithoutOperationID(delivered), operation) {
+				id, terminated = kept, terminate == kept
+			}
 		}
+		value, err := json.Marshal(argoapp.WithOperationID(operation, id))
+		if err != nil {
+			return fmt.Errorf("encode the operation of application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+		}
+		request[argoapp.AnnotationOperationRequest] = string(value)
+		// Once asked, the termination stays asked until the operation leaves: the hub's
+		// phase moves on (the spoke's Failed) before the operation leaves the hub.
+		if phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase"); phase == argoapp.OperationTerminating || terminated {
+			request[argoapp.AnnotationOperationTerminate] = id
+		}
+		desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationID, id)
 	}
-	desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationBaseline, baseline)
+	return setPayloadAnnotations(desired, request)
 }
 
-// payloadOperation returns .operation of the Application that a work carries, or nil.
-// A work from the cache carries its manifests in their hubcache.CompactManifest form,
-// which keeps the kind and operation of an Application.
-func payloadOperation(work *workv1.ManifestWork) any {
+// workAnnotation returns the annotation key of work, "" when work is nil.
+func workAnnotation(work *workv1.ManifestWork, key string) string {
+	if work == nil {
+		return ""
+	}
+	return work.Annotations[key]
+}
+
+// deliveredOperation returns the operation that the payload of work delivers
+// (argoapp.AnnotationOperationRequest) and its id, or nil and "", and the id that it asks
+// to terminate (AnnotationOperationTerminate). A work from the cache carries its
+// manifests in their hubcache.CompactManifest form, which keeps both annotations of an
+// Application.
+func deliveredOperation(work *workv1.ManifestWork) (operation map[string]any, id, terminate string) {
+	if work == nil {
+		return nil, "", ""
+	}
 	for _, manifest := range work.Spec.Workload.Manifests {
 		var object struct {
-			Kind      string `json:"kind"`
-			Operation any    `json:"operation"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
 		}
-		if err := json.Unmarshal(manifest.Raw, &object); err == nil && object.Kind == argoapp.KindApplication {
-			return object.Operation
+		if err := json.Unmarshal(manifest.Raw, &object); err != nil || object.Kind != argoapp.KindApplication {
+			continue
 		}
+		terminate = object.Metadata.Annotations[argoapp.AnnotationOperationTerminate]
+		if value, ok := object.Metadata.Annotations[argoapp.AnnotationOperationRequest]; ok {
+			if operation, id, err := argoapp.DecodeOperationRequest(value); err == nil {
+				return operation, id, terminate
+			}
+		}
+		return nil, "", terminate
+	}
+	return nil, "", ""
+}
+
+// setPayloadAnnotations sets the annotations of the Application in the payload of
+// desired, a rendered work (with its manifests whole): each to its value, or removed
+// when the value is empty.
+func setPayloadAnnotations(desired *workv1.ManifestWork, annotations map[string]string) error {
+	for i, manifest := range desired.Spec.Workload.Manifests {
+		object := &unstructured.Unstructured{}
+		if err := object.UnmarshalJSON(manifest.Raw); err != nil || object.GetKind() != argoapp.KindApplication {
+			continue
+		}
+		current := object.GetAnnotations()
+		changed := false
+		for key, value := range annotations {
+			if current[key] == value {
+				continue
+			}
+			if value == "" {
+				if _, ok := current[key]; !ok {
+					continue
+				}
+				delete(current, key)
+			} else {
+				current = withEntry(current, key, value)
+			}
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		object.SetAnnotations(current)
+		raw, err := object.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encode the payload of work %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		desired.Spec.Workload.Manifests[i].Raw = raw
+		return nil
 	}
 	return nil
 }
@@ -249,11 +319,6 @@ func (r *reconciler) testAndRemove(ctx context.Context, app *unstructured.Unstru
 func appliedAtGeneration(work *workv1.ManifestWork) bool {
 	applied := meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied)
 	return applied != nil && applied.Status == metav1.ConditionTrue && applied.ObservedGeneration == work.Generation
-}
-
-// escapeJSONPointer escapes a key for a JSON pointer (RFC 6901).
-func escapeJSONPointer(key string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // truncate cuts s to at most n bytes, ending with "..." when cut, and never inside a

@@ -526,29 +526,46 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	cluster := f.readyCluster("east")
 	f.Create(f.Application("guestbook", cluster))
 	work := f.WaitForWork("guestbook", cluster)
-	// The spoke Application ran an operation before: its state is the baseline.
-	f.setOperationFeedback(client.ObjectKeyFromObject(work), "Succeeded", "2026-01-01T00:00:00Z")
+	// The spoke Application ran an operation before, of no hub's.
+	f.setOperationFeedback(client.ObjectKeyFromObject(work), "Succeeded", "2026-01-01T00:00:00Z", "")
 
 	operation := map[string]any{
 		"sync":        map[string]any{"revision": "main", "prune": true},
 		"initiatedBy": map[string]any{"username": "alice"},
+		// An id that a user wrote does not survive: the manager gives its own.
+		"info": []any{map[string]any{"name": argoapp.OperationInfoID, "value": "forged"}},
 	}
 	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
 		app.Object["operation"] = operation
 		annotations := app.GetAnnotations()
 		annotations[argoapp.AnnotationRefresh] = "hard"
+		annotations[argoapp.AnnotationOperationTerminate] = "forged"
 		app.SetAnnotations(annotations)
 	})
 
-	// Both reach the work's payload, which marks the operation's baseline, and stay on
-	// the hub until the work is applied.
+	// Both reach the work's payload: the refresh as is, the operation as a request with
+	// an id for the agent, not as .operation (which the work agent would apply again
+	// after the spoke ran it); both stay on the hub until the work is applied.
+	requestOf := func(work *workv1.ManifestWork) (map[string]any, string) {
+		value, ok := testenv.Payload(t, work).GetAnnotations()[argoapp.AnnotationOperationRequest]
+		if !ok {
+			return nil, ""
+		}
+		request, id, err := argoapp.DecodeOperationRequest(value)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		return request, id
+	}
 	g.Eventually(func() bool {
 		work = f.WaitForWork("guestbook", cluster)
-		spoke := testenv.Payload(t, work)
-		return spoke.GetAnnotations()[argoapp.AnnotationRefresh] == "hard" && spoke.Object["operation"] != nil
+		_, id := requestOf(work)
+		return testenv.Payload(t, work).GetAnnotations()[argoapp.AnnotationRefresh] == "hard" && id != ""
 	}).Should(gomega.BeTrue())
-	g.Expect(testenv.Payload(t, work).Object["operation"]).To(gomega.Equal(operation))
-	g.Expect(work.Annotations).To(gomega.HaveKeyWithValue(argoapp.AnnotationOperationBaseline, "2026-01-01T00:00:00Z"))
+	request, id := requestOf(work)
+	g.Expect(id).NotTo(gomega.Equal("forged"))
+	g.Expect(argoapp.WithoutOperationID(request)).To(gomega.Equal(argoapp.WithoutOperationID(operation)))
+	g.Expect(work.Annotations).To(gomega.HaveKeyWithValue(argoapp.AnnotationOperationID, id))
+	g.Expect(testenv.Payload(t, work).Object).NotTo(gomega.HaveKey("operation"))
+	g.Expect(testenv.Payload(t, work).GetAnnotations()).NotTo(gomega.HaveKey(argoapp.AnnotationOperationTerminate))
 	g.Consistently(func() bool {
 		app := f.GetApp("guestbook")
 		return app.GetAnnotations()[argoapp.AnnotationRefresh] == "hard" && app.Object["operation"] != nil
@@ -563,7 +580,7 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	g.Consistently(func() string { return f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh] }, "1s").Should(gomega.Equal("hard"))
 
 	// It applies the current one: the refresh has reached the spoke and leaves the hub
-	// app and the payload. The operation has not run yet: it stays on both.
+	// app and the payload. The operation has not run yet: it stays on both, with its id.
 	f.MarkApplied(client.ObjectKeyFromObject(work))
 	g.Eventually(func() bool {
 		_, refresh := f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh]
@@ -575,30 +592,55 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	}).Should(gomega.BeFalse())
 	hasOperation := func() bool { return f.GetApp("guestbook").Object["operation"] != nil }
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before the spoke ran it")
-	g.Expect(testenv.Payload(t, f.WaitForWork("guestbook", cluster)).Object["operation"]).To(gomega.Equal(operation))
+	_, kept := requestOf(f.WaitForWork("guestbook", cluster))
+	g.Expect(kept).To(gomega.Equal(id), "a new render gave the same operation a new id: the agent would run it again")
 
-	// The spoke starts it, and runs it: it stays while it runs.
+	// The spoke runs another operation (its own auto-sync), which ends: not the hub's.
 	key := client.ObjectKeyFromObject(work)
 	f.MarkApplied(key)
-	f.setOperationFeedback(key, "Running", "2026-01-01T00:10:00Z")
+	f.setOperationFeedback(key, "Succeeded", "2026-01-01T00:05:00Z", "")
+	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub on another operation's result")
+
+	// A hub user terminates it (argocd-server sets Terminating): the payload asks the
+	// agent to terminate it.
+	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedMap(app.Object, map[string]any{"phase": argoapp.OperationTerminating, "startedAt": "2026-01-01T00:05:00Z", "operation": map[string]any{}},
+			"status", "operationState")).To(gomega.Succeed())
+	})
+	g.Eventually(func() string {
+		return testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationOperationTerminate]
+	}).Should(gomega.Equal(id))
+
+	// The spoke starts it, and runs it: it stays while it runs.
+	f.setOperationFeedback(key, "Running", "2026-01-01T00:10:00Z", id)
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub while the spoke ran it")
 
 	// It completes: the operation stays until the hub app's status shows the result
-	// (the status mirror's write), then leaves the hub app, the payload and its baseline.
-	f.setOperationFeedback(key, "Succeeded", "2026-01-01T00:10:00Z")
+	// (the status mirror's write), then leaves the hub app, the payload and the work.
+	f.setOperationFeedback(key, "Failed", "2026-01-01T00:10:00Z", id)
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before its status showed the result")
 	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
-		g.Expect(unstructured.SetNestedMap(app.Object, map[string]any{"phase": "Succeeded", "startedAt": "2026-01-01T00:10:00Z", "operation": map[string]any{}},
+		g.Expect(unstructured.SetNestedMap(app.Object, map[string]any{"phase": "Failed", "startedAt": "2026-01-01T00:10:00Z", "operation": map[string]any{}},
 			"status", "operationState")).To(gomega.Succeed())
 	})
 	g.Eventually(hasOperation).Should(gomega.BeFalse())
 	g.Eventually(func() bool {
 		work := f.WaitForWork("guestbook", cluster)
-		_, baseline := work.Annotations[argoapp.AnnotationOperationBaseline]
-		return testenv.Payload(t, work).Object["operation"] != nil || baseline
+		_, delivering := work.Annotations[argoapp.AnnotationOperationID]
+		annotations := testenv.Payload(t, work).GetAnnotations()
+		_, requested := annotations[argoapp.AnnotationOperationRequest]
+		_, terminated := annotations[argoapp.AnnotationOperationTerminate]
+		return delivering || requested || terminated
 	}).Should(gomega.BeFalse())
 	g.Eventually(func() []string { return f.EventReasons(f.Namespace, "guestbook", corev1.EventTypeNormal) }).
 		Should(gomega.ContainElements(ReasonRefreshDelivered, ReasonOperationCompleted))
+
+	// The same operation asked again is a new one, with a new id.
+	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) { app.Object["operation"] = operation })
+	g.Eventually(func() string {
+		_, again := requestOf(f.WaitForWork("guestbook", cluster))
+		return again
+	}).ShouldNot(gomega.Or(gomega.BeEmpty(), gomega.Equal(id)))
 }
 
 // Point 8: pause.
@@ -847,7 +889,7 @@ func TestEnvtestTestAndRemoveKeepsNewerValue(t *testing.T) {
 	f.Create(app)
 
 	r := &reconciler{client: f.C, apiReader: f.C, opts: f.opts}
-	path := "/metadata/annotations/" + escapeJSONPointer(argoapp.AnnotationRefresh)
+	path := argoapp.AnnotationPointer(argoapp.AnnotationRefresh)
 	removed, err := r.testAndRemove(f.Ctx, f.GetApp("guestbook"), path, "normal")
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(removed).To(gomega.BeFalse())

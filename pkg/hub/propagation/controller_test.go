@@ -169,11 +169,11 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestEscapeJSONPointer(t *testing.T) {
-	if got := escapeJSONPointer("argocd.argoproj.io/refresh"); got != "argocd.argoproj.io~1refresh" {
-		t.Errorf("escapeJSONPointer = %q", got)
+	if got := argoapp.AnnotationPointer("argocd.argoproj.io/refresh"); got != "/metadata/annotations/argocd.argoproj.io~1refresh" {
+		t.Errorf("AnnotationPointer = %q", got)
 	}
-	if got := escapeJSONPointer("a~b"); got != "a~0b" {
-		t.Errorf("escapeJSONPointer = %q", got)
+	if got := argoapp.AnnotationPointer("a~b"); got != "/metadata/annotations/a~0b" {
+		t.Errorf("AnnotationPointer = %q", got)
 	}
 }
 

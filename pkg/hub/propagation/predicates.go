@@ -107,11 +107,12 @@ var workChangedBeyondFeedback = predicate.Funcs{
 // operationStateChanged reports whether the spoke's operation state changed in the
 // feedback of a work that delivers an operation: the change may complete it.
 func operationStateChanged(oldWork, newWork *workv1.ManifestWork) bool {
-	if _, delivering := newWork.Annotations[argoapp.AnnotationOperationBaseline]; !delivering {
+	if _, delivering := newWork.Annotations[argoapp.AnnotationOperationID]; !delivering {
 		return false
 	}
 	o, n := observed.FeedbackOf(oldWork), observed.FeedbackOf(newWork)
-	return o.OperationStatePhase != n.OperationStatePhase || o.OperationStateStartedAt != n.OperationStateStartedAt
+	return o.OperationStatePhase != n.OperationStatePhase || o.OperationStateStartedAt != n.OperationStateStartedAt ||
+		o.OperationStateID != n.OperationStateID
 }
 
 // appliedState is what propagation reads of a work's Applied condition.

@@ -222,23 +222,28 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 	var last appliedWork
 	var lagging, unsure bool
 	if out.work != nil {
-		keepOperationBaseline(out.work, current)
+		if err := setOperationRequest(out.work, current, app); err != nil {
+			return err
+		}
 		key = client.ObjectKeyFromObject(out.work)
 		last, lagging, unsure = r.applied.lookup(key, current)
 	}
 	needsApply := out.work != nil && !recreating && (current == nil || !workUpToDate(current, out.work))
-	if needsApply && (unsure || payloadOperation(out.work) != nil) {
+	if needsApply && (unsure || out.work.Annotations[argoapp.AnnotationOperationID] != "") {
 		// The cache cannot tell: it does not show a work this process applied (not yet,
-		// or it was deleted since), or the work delivers an operation, whose baseline
-		// must come from the freshest work (one taken from a lagging cache could postdate
-		// the spoke's start of the operation, which would then never count as started).
-		// Confirm with the apiserver, so that the same content is never applied twice.
+		// or it was deleted since), or the work delivers an operation, whose id must come
+		// from the freshest work (a cache that lags behind this process's own write of
+		// the work would make a second id for the same operation, and the agent would
+		// run it again). Confirm with the apiserver, so that the same content is never
+		// applied twice.
 		live, err := r.liveWork(ctx, key)
 		if err != nil {
 			return err
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			keepOperationBaseline(out.work, live)
+			if err := setOperationRequest(out.work, live, app); err != nil {
+				return err
+			}
 			if workUpToDate(live, out.work) {
 				current, needsApply = live, false
 			}

@@ -27,13 +27,11 @@ const (
 	MaxManifestsSize = 500 * 1024
 )
 
-// JSONPaths of the pulled Application that the work agent does not re-apply when the
-// spoke changes them. Argo CD on the spoke clears both once it has acted on them; were
-// they re-applied, the app would sync or refresh forever.
-const (
-	IgnorePathOperation         = ".operation"
-	IgnorePathRefreshAnnotation = `.metadata.annotations["` + argoapp.AnnotationRefresh + `"]`
-)
+// IgnorePathRefreshAnnotation is the JSONPath of the pulled Application that the work
+// agent does not re-apply when the spoke changes it. Argo CD on the spoke clears the
+// refresh annotation once it has refreshed; were it re-applied, the app would refresh
+// forever.
+const IgnorePathRefreshAnnotation = `.metadata.annotations["` + argoapp.AnnotationRefresh + `"]`
 
 // Reasons of a RenderError, fit for the reason of a status condition and of an Event.
 const (
@@ -95,11 +93,11 @@ type RenderOptions struct {
 // The work, in the namespace of the target cluster, points back to the hub Application
 // with annotations, and carries an ApplicationSet's markers when one owns the
 // Application. Its payload is the Application with rebuilt metadata, the OCM pull
-// labels and annotations removed, the finalizers and .operation kept, and the
-// destination rewritten for the managed cluster. The Application reports its health,
-// sync and operation state back as status feedback, watched rather than polled, and is
-// applied server-side, ignoring .operation and the refresh annotation when the spoke
-// changes them.
+// labels and annotations removed, the finalizers kept, and the destination rewritten
+// for the managed cluster. The Application reports its health, sync and operation state
+// back as status feedback, watched rather than polled, and is applied server-side,
+// ignoring the refresh annotation when the spoke changes it. The hub Application's
+// .operation is not in the payload: setOperationRequest delivers it, with its id.
 func RenderManifestWork(app *unstructured.Unstructured, opts RenderOptions) (*workv1.ManifestWork, error) {
 	if app == nil {
 		return nil, renderErrorf(ReasonInvalidApplication, "render manifestwork: nil application")
@@ -222,8 +220,8 @@ func appNamespaceOf(app *unstructured.Unstructured) string {
 
 // renderApplication returns the payload Application: metadata rebuilt from name,
 // namespace, the kept labels, annotations and finalizers, plus the ApplicationSet
-// markers when appSetKey is set; .spec and .operation copied; the destination
-// rewritten. Status and every server-set field are left out.
+// markers when appSetKey is set; .spec copied; the destination rewritten. Status,
+// .operation and every server-set field are left out.
 func renderApplication(app *unstructured.Unstructured, appNamespace, appSetKey string) (*unstructured.Unstructured, error) {
 	payload := &unstructured.Unstructured{Object: map[string]any{}}
 	payload.SetGroupVersionKind(argoapp.ApplicationGVK)
@@ -246,9 +244,6 @@ func renderApplication(app *unstructured.Unstructured, appNamespace, appSetKey s
 		return nil, err
 	}
 	payload.Object["spec"] = spec
-	if operation, ok := app.Object["operation"]; ok && operation != nil {
-		payload.Object["operation"] = runtime.DeepCopyJSONValue(operation)
-	}
 	return payload, nil
 }
 
@@ -325,6 +320,11 @@ var (
 		argoapp.AnnotationSkipReconcile,
 		argoapp.AnnotationAdoptSpokeApplication,
 		corev1.LastAppliedConfigAnnotation,
+		// The operation protocol's: only the manager sets them (setOperationRequest), from
+		// a .operation it checked; the agent writes the last.
+		argoapp.AnnotationOperationRequest,
+		argoapp.AnnotationOperationTerminate,
+		argoapp.AnnotationOperationDelivered,
 	}
 )
 
@@ -388,7 +388,7 @@ func applicationConfig(appNamespace, name string) workv1.ManifestConfigOption {
 	config.FeedbackScrapeType = workv1.FeedbackWatchType
 	config.UpdateStrategy.ServerSideApply.IgnoreFields = []workv1.IgnoreField{{
 		Condition: workv1.IgnoreFieldsConditionOnSpokeChange,
-		JSONPaths: []string{IgnorePathOperation, IgnorePathRefreshAnnotation},
+		JSONPaths: []string{IgnorePathRefreshAnnotation},
 	}}
 	return config
 }

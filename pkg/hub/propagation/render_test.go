@@ -332,20 +332,30 @@ func TestRenderManifestWork(t *testing.T) {
 			},
 		},
 		{
-			name: "operation copied",
+			// The operation travels as a request for the cluster's agent
+			// (setOperationRequest), never as .operation, which the work agent would
+			// apply again after the spoke ran it; nor do the protocol's annotations that
+			// a user set on the hub Application.
+			name: "operation and protocol annotations left out",
 			mutate: func(app *unstructured.Unstructured) {
 				app.Object["operation"] = map[string]any{
 					"initiatedBy": map[string]any{"username": "admin"},
 					"sync":        map[string]any{"revision": "abc", "prune": true, "syncOptions": []any{"ServerSideApply=true"}},
 				}
+				annotations := app.GetAnnotations()
+				for _, key := range []string{argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate, argoapp.AnnotationOperationDelivered} {
+					annotations[key] = "forged"
+				}
+				app.SetAnnotations(annotations)
 			},
 			check: func(t *testing.T, work *workv1.ManifestWork, payload *unstructured.Unstructured) {
-				want := map[string]any{
-					"initiatedBy": map[string]any{"username": "admin"},
-					"sync":        map[string]any{"revision": "abc", "prune": true, "syncOptions": []any{"ServerSideApply=true"}},
+				if got, ok := payload.Object["operation"]; ok {
+					t.Errorf("payload operation = %v, want none", got)
 				}
-				if got := payload.Object["operation"]; !reflect.DeepEqual(got, want) {
-					t.Errorf("payload operation = %v, want %v", got, want)
+				for _, key := range []string{argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate, argoapp.AnnotationOperationDelivered} {
+					if got, ok := payload.GetAnnotations()[key]; ok {
+						t.Errorf("payload annotation %s = %q, want none", key, got)
+					}
 				}
 			},
 		},
@@ -547,6 +557,7 @@ func TestRenderManifestWorkApplicationConfig(t *testing.T) {
 				{Name: "syncRevision", Path: ".status.sync.revision"},
 				{Name: "operationStatePhase", Path: ".status.operationState.phase"},
 				{Name: "operationStateStartedAt", Path: ".status.operationState.startedAt"},
+				{Name: "operationStateID", Path: `.status.operationState.operation.info[?(@.name=="argocd-pull.open-cluster-management.io/operation-id")].value`},
 			},
 		}},
 		FeedbackScrapeType: workv1.FeedbackWatchType,
@@ -556,7 +567,7 @@ func TestRenderManifestWorkApplicationConfig(t *testing.T) {
 				Force: true,
 				IgnoreFields: []workv1.IgnoreField{{
 					Condition: workv1.IgnoreFieldsConditionOnSpokeChange,
-					JSONPaths: []string{".operation", `.metadata.annotations["argocd.argoproj.io/refresh"]`},
+					JSONPaths: []string{`.metadata.annotations["argocd.argoproj.io/refresh"]`},
 				}},
 			},
 		},

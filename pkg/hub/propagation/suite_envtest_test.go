@@ -154,11 +154,13 @@ func (f *fixture) readyCluster(short string) string {
 
 // setOperationFeedback plays the work agent: the work is applied, and its feedback
 // holds the operation state of the spoke Application.
-func (f *fixture) setOperationFeedback(key types.NamespacedName, phase, startedAt string) {
+func (f *fixture) setOperationFeedback(key types.NamespacedName, phase, startedAt, id string) {
 	f.T.Helper()
-	f.SetFeedback(key, testenv.Feedback{Values: map[string]string{
-		argoapp.FeedbackOperationStatePhase: phase, argoapp.FeedbackOperationStateStartedAt: startedAt,
-	}})
+	values := map[string]string{argoapp.FeedbackOperationStatePhase: phase, argoapp.FeedbackOperationStateStartedAt: startedAt}
+	if id != "" {
+		values[argoapp.FeedbackOperationStateID] = id
+	}
+	f.SetFeedback(key, testenv.Feedback{Values: values})
 }
 
 // setPause sets or removes the pause annotation on the test's ClusterManagementAddOn,

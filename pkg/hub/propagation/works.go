@@ -35,7 +35,7 @@ var (
 	}
 	renderedWorkAnnotations = []string{
 		argoapp.AnnotationHubApplicationNamespace, argoapp.AnnotationHubApplicationName, argoapp.AnnotationHostingApplicationSet,
-		argoapp.AnnotationOperationBaseline,
+		argoapp.AnnotationOperationID,
 	}
 )
 
