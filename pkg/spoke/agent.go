@@ -18,13 +18,15 @@
 // hub, what is kept of each, the informers, started once the API is served); hubaddon.go
 // what the agent knows of its ManagedClusterAddOn; publish.go writes the report on it;
 // statusslices.go writes the slices; argocdtree.go reads the resource trees from Argo CD's
-// cache, and knows which to read again; diagnostics.go the prerequisites; clients.go the
-// few client-go pieces the agent links (dynamic and REST only).
+// cache, and knows which to read again; operations.go runs the hub's operations on the
+// spoke Applications; diagnostics.go the prerequisites; clients.go the few client-go
+// pieces the agent links (dynamic and REST only).
 //
 // Its hub identity (pkg/hub/addon) may only read its own ManagedClusterAddOn and patch its
 // status, write the ApplicationStatusSlices and Events of its cluster namespace. On the
-// managed cluster it needs list and watch on Applications in the watched namespaces, get
-// on Argo CD's Redis password Secret, and its Lease in its install namespace.
+// managed cluster it needs list, watch and patch (to run the hub's operations) on
+// Applications in the watched namespaces, get on Argo CD's Redis password Secret, and
+// its Lease in its install namespace.
 package spoke
 
 import (
@@ -118,6 +120,8 @@ type agent struct {
 	// resource trees from Argo CD's cache.
 	slices *statusSlices
 	trees  *trees
+	// operations runs the hub's operations on the spoke Applications.
+	operations *operations
 
 	// wg tracks the agent's goroutines, so that run returns only once they have stopped.
 	wg sync.WaitGroup
@@ -161,6 +165,7 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	}
 	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](a.retry, workqueue.TypedRateLimitingQueueConfig[string]{})
 	a.publisher = newPublisher()
+	a.operations = newOperations(a)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer a.wg.Wait()
@@ -220,6 +225,7 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 	a.goFunc(func() { hubInformer.RunWithContext(ctx) })
 
 	a.goFunc(func() { a.watchApplicationAPI(ctx) })
+	a.goFunc(func() { a.operations.run(ctx) })
 	a.goFunc(func() {
 		a.tick(ctx, opts.ResyncPeriod, func() {
 			a.fullResync.Store(true)

@@ -76,6 +76,9 @@ type localApplication struct {
 	// fromHub is isFromHub of the Application; app is set only when it is true.
 	fromHub bool
 	app     observedApp
+	// operationStep is what the operation protocol asks of the agent for it
+	// (operations.go), for an Application from the hub.
+	operationStep operationStep
 }
 
 var _ runtime.Object = &localApplication{}
@@ -104,6 +107,7 @@ func compactApplication(obj any) (any, error) {
 	}
 	if l.fromHub {
 		l.app = observeApplication(u)
+		l.operationStep = nextOperationStep(viewOperation(u))
 	}
 	return l, nil
 }
@@ -237,6 +241,7 @@ func (a *agent) onApplicationIdentity(obj any) {
 	if l, ok := obj.(*localApplication); ok {
 		if l.fromHub {
 			a.trees.invalidate(clusterreport.AppKey(l.Namespace, l.Name))
+			a.operations.observe(l)
 		}
 		a.enqueue()
 	}
@@ -247,6 +252,9 @@ func (a *agent) onApplicationIdentity(obj any) {
 // changes nothing the agent reports, and one taken over by a hub Application came from
 // the hub after the change.
 func (a *agent) onApplicationUpdate(old, obj any) {
+	if l, ok := obj.(*localApplication); ok {
+		a.operations.observe(l)
+	}
 	for _, obj := range []any{old, obj} {
 		if l, ok := obj.(*localApplication); ok && l.fromHub {
 			a.trees.invalidate(clusterreport.AppKey(l.Namespace, l.Name))

@@ -139,9 +139,12 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 	)...)
 	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {
+		// Read, and patch to run the hub's operations (pkg/spoke, operations.go): set
+		// .operation, terminate the running one. Argo CD's Application has no status
+		// subresource, so patch covers both.
 		objs = append(objs, roleWithBinding(roleName+":applications", ns, sa,
 			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"},
-				Verbs: []string{"get", "list", "watch"}},
+				Verbs: []string{"get", "list", "watch", "patch"}},
 		)...)
 		// What the klusterlet's work agent needs to apply the pulled works: it applies
 		// with the admin ClusterRole plus every ClusterRole labelled aggregate-to-work, and

@@ -83,7 +83,8 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 		t.Errorf("service account %q, labels %v", d.Spec.Template.Spec.ServiceAccountName, d.Labels)
 	}
 
-	// Applications are readable only in the watched namespaces, and nothing is writable.
+	// Applications are readable, and patchable (to run the hub's operations), only in the
+	// watched namespaces; nothing else is writable.
 	var appNamespaces []string
 	for _, role := range find[*rbacv1.Role](objs) {
 		if role.Name == WorkAgentRoleName("argocd-pull") {
@@ -92,8 +93,8 @@ func TestAgentManifestsDefaultNamespace(t *testing.T) {
 		for _, rule := range role.Rules {
 			if slices.Contains(rule.Resources, "applications") {
 				appNamespaces = append(appNamespaces, role.Namespace)
-				if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
-					t.Errorf("applications verbs in %s = %v, want read-only", role.Namespace, rule.Verbs)
+				if !slices.Equal(rule.Verbs, []string{"get", "list", "watch", "patch"}) {
+					t.Errorf("applications verbs in %s = %v, want read and patch", role.Namespace, rule.Verbs)
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -111,6 +112,37 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	}
 	if _, err := agent.CoreV1().Secrets("team-a").Get(ctx, argocdcache.RedisSecret, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("get a Secret of that name in another namespace: %v, want forbidden", err)
+	}
+
+	// Applications: read, and patch to run the hub's operations, in the watched
+	// namespaces only; never create, update or delete them (the work agent does).
+	allowed := func(namespace, verb string) bool {
+		review, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: argoapp.Group, Resource: argoapp.ResourceApplications, Name: "guestbook",
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return review.Status.Allowed
+	}
+	for _, ns := range v.WatchNamespaces {
+		for _, verb := range []string{"get", "patch"} {
+			if !allowed(ns, verb) {
+				t.Errorf("the agent may not %s Applications in %s", verb, ns)
+			}
+		}
+		for _, verb := range []string{"create", "update", "delete"} {
+			if allowed(ns, verb) {
+				t.Errorf("the agent may %s Applications in %s", verb, ns)
+			}
+		}
+	}
+	for _, verb := range []string{"get", "patch"} {
+		if allowed("other-team", verb) {
+			t.Errorf("the agent may %s Applications in a namespace it does not watch", verb)
+		}
 	}
 }
 
