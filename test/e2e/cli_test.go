@@ -129,7 +129,77 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the pruned ConfigMap is gone from %s", target.Name)
 	})
+
+	It("refuses a second sync while one runs, and ends the running one on its managed cluster with `argocd app terminate-op`", func(ctx SpecContext) {
+		const name, path = "cli-terminate", "cli-terminate"
+		By("a sync that waits on its first wave for good: a LoadBalancer Service that no controller serves stays Progressing")
+		_, err := theFleet.Git.Commit("cli-terminate: an unhealthy wave, then a ConfigMap", map[string]string{path + "/resources.yaml": "" +
+			"apiVersion: v1\nkind: Service\nmetadata: {name: lb, annotations: {argocd.argoproj.io/sync-wave: \"0\"}}\n" +
+			"spec: {type: LoadBalancer, ports: [{port: 80}], selector: {app: none}}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: after-lb, annotations: {argocd.argoproj.io/sync-wave: \"1\"}}\ndata: {wave: \"1\"}\n"})
+		Expect(err).NotTo(HaveOccurred())
+		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
+		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
+		c.createApp(ctx, a)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, name, "sync", "status")
+		}).Should(Equal("OutOfSync"))
+		expectReported(ctx, c, name)
+
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--async")
+		Expect(code).To(Equal(0), "argocd app sync --async: %s", out)
+		By("the spoke runs the hub's operation, under the hub's id, and the hub shows it running")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := spokeApps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			operation, _, _ := unstructured.NestedMap(u.Object, "status", "operationState", "operation")
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+			if argoapp.OperationIDOf(operation) == "" {
+				return "", nil
+			}
+			return phase, nil
+		}).Should(Equal(argoapp.OperationRunning))
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return hubOperationPhase(ctx, c, name)
+		}).Should(Equal(argoapp.OperationRunning))
+
+		By("a second sync is refused with Argo CD's own message, as for a pushed app")
+		out, code = cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--async")
+		Expect(code).NotTo(Equal(0), "a second argocd app sync while one runs: %s", out)
+		Expect(out).To(ContainSubstring("another operation is already in progress"))
+
+		By("terminate-op ends it on " + target.Name + ": the later wave never applies")
+		out, code = cli(ctx, "app", "terminate-op", fleet.ArgoCDNamespace+"/"+name)
+		Expect(code).To(Equal(0), "argocd app terminate-op: %s", out)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, name, "operationState", "message")
+		}).Should(ContainSubstring("terminated"))
+		Expect(spokeStatus(ctx, spokeApps, name, "operationState", "phase")).To(Equal(argoapp.OperationFailed))
+		eventually(ctx, func(ctx context.Context) (bool, error) {
+			u, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			_, pending := u.Object["operation"]
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+			return !pending && phase == argoapp.OperationFailed, nil
+		}).Should(BeTrue(), "the hub app shows the terminated operation, and lets the next one go")
+		_, err = target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "after-lb", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the wave after the unhealthy one applied on %s: %v", target.Name, err)
+	})
 })
+
+// hubOperationPhase returns the hub Application's status.operationState.phase.
+func hubOperationPhase(ctx context.Context, c hubClients, name string) (string, error) {
+	u, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+	return phase, nil
+}
 
 // expectReported waits until the hub Application shows what only the agent reports, its
 // resources, as a user sees it before acting on it.
