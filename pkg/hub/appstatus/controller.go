@@ -4,6 +4,7 @@ package appstatus
 // Applications, and the reconcile that writes one Application's status.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ import (
 const ControllerName = "argocd-pull-appstatus"
 
 // Options configure the status mirror. AddonName, Concurrency and ProgressingHold are
-// required; pkg/hub's DefaultOptions holds the defaults.
+// required; pkg/hub's DefaultOptions holds the defaults. CoalesceWindow is optional.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -48,6 +49,10 @@ type Options struct {
 	// ProgressingHold is how long a Progressing written before Healthy stays, so that
 	// the ApplicationSet controller's RollingSync sees it.
 	ProgressingHold time.Duration
+	// CoalesceWindow is how long after the first change of an app, on any channel, the
+	// mirror reconciles it: what arrives in that window is one write. Zero means
+	// DefaultCoalesceWindow.
+	CoalesceWindow time.Duration
 }
 
 // validate reports options that cannot work.
@@ -61,6 +66,9 @@ func (o Options) validate() error {
 	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	}
+	if o.CoalesceWindow < 0 {
+		errs = append(errs, fmt.Errorf("the coalescing window is %v; it must not be negative", o.CoalesceWindow))
 	}
 	return errors.Join(errs...)
 }
@@ -76,14 +84,19 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
-	// The agent's report and its status slices enqueue the same requests.
+	// Every watch enqueues the app's request after the window (coalescing): the hub
+	// Application's own, the work's feedback, and the agent's report and status slices,
+	// which enqueue the same requests. The Application's own events are delayed too, so
+	// that the event of the mirror's write does not write at once what arrived meanwhile.
+	window := cmp.Or(opts.CoalesceWindow, DefaultCoalesceWindow)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(observed.MapApplicationOfWork),
+		Watches(argoapp.NewApplication(), coalescing(&handler.EnqueueRequestForObject{}, window),
+			builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
+		Watches(&workv1.ManifestWork{}, coalescing(handler.EnqueueRequestsFromMapFunc(observed.MapApplicationOfWork), window),
 			builder.WithPredicates(observed.WorkObservationChangedPredicate)).
-		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
-		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, coalescing(agent, window)).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, coalescing(statusslices.Handler(agent.EnqueueApp), window)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
