@@ -46,8 +46,8 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// ProgressingHold is how long a Progressing written before Healthy stays, so that
-	// the ApplicationSet controller's RollingSync sees it.
+	// ProgressingHold is how long a Progressing written before Healthy stays, for an app
+	// of a RollingSync ApplicationSet, so that the ApplicationSet controller sees it.
 	ProgressingHold time.Duration
 	// CoalesceWindow is how long after the first change of an app, on any channel, the
 	// mirror reconciles it: what arrives in that window is one write. Zero means
@@ -178,6 +178,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !desired.State.Known() && len(desired.hubNotes()) == 0 {
 		return ctrl.Result{RequeueAfter: obs.RecheckAfter}, nil
 	}
+	if desired.State.HealthStatus == HealthHealthy && healthOf(app) != HealthHealthy {
+		first, err := r.syncsByRollingSync(ctx, app)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		desired.ProgressingFirst = first
+	}
 
 	// Healthy after a Progressing this controller wrote waits for the hold, and so does
 	// whatever else changed meanwhile (the agent's report usually comes a moment after
@@ -194,6 +201,24 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.recordAbsence(ctx, app, obs.Absence, desired.NotReported)
 	}
 	return result, err
+}
+
+// syncsByRollingSync reports whether the ApplicationSet that owns app, if any, syncs it
+// by RollingSync steps. The owner reference is namespace-local: the ApplicationSet is in
+// the app's namespace, which the manager's cache holds when it holds the app.
+func (r *reconciler) syncsByRollingSync(ctx context.Context, app *unstructured.Unstructured) (bool, error) {
+	name, ok := argoapp.OwningApplicationSet(app.GetOwnerReferences())
+	if !ok {
+		return false, nil
+	}
+	appSet := argoapp.NewApplicationSet()
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: app.GetNamespace(), Name: name}, appSet); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read the ApplicationSet %s/%s of application %s: %w", app.GetNamespace(), name, app.GetName(), err)
+	}
+	return argoapp.SyncsByRollingSync(appSet), nil
 }
 
 // recordAbsence records, when the not-reported condition of app appears or changes, a
