@@ -178,6 +178,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !desired.State.Known() && len(desired.hubNotes()) == 0 {
 		return ctrl.Result{RequeueAfter: obs.RecheckAfter}, nil
 	}
+	// Only a RollingSync step waits on Progressing then Healthy: only its apps get it.
 	if desired.State.HealthStatus == HealthHealthy && healthOf(app) != HealthHealthy {
 		first, err := r.syncsByRollingSync(ctx, app)
 		if err != nil {
