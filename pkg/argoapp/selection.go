@@ -83,6 +83,19 @@ func OwningApplicationSet(refs []metav1.OwnerReference) (string, bool) {
 	return "", false
 }
 
+// StrategyRollingSync is the ApplicationSet strategy type of progressive syncs.
+const StrategyRollingSync = "RollingSync"
+
+// SyncsByRollingSync reports whether an ApplicationSet syncs its Applications step by
+// step (progressive syncs), as the ApplicationSet controller tells it
+// (progressiveSyncsRollingSyncStrategyEnabled): spec.strategy.type RollingSync with at
+// least one step.
+func SyncsByRollingSync(appSet *unstructured.Unstructured) bool {
+	strategy, _, _ := unstructured.NestedString(appSet.Object, "spec", "strategy", "type")
+	steps, _, _ := unstructured.NestedSlice(appSet.Object, "spec", "strategy", "rollingSync", "steps")
+	return strategy == StrategyRollingSync && len(steps) > 0
+}
+
 // ApplicationSetKey returns "<namespace>/<name>", the value of
 // AnnotationHostingApplicationSet.
 func ApplicationSetKey(namespace, name string) string {

@@ -98,6 +98,34 @@ func TestOwningApplicationSet(t *testing.T) {
 	}
 }
 
+func TestSyncsByRollingSync(t *testing.T) {
+	steps := []any{map[string]any{"matchExpressions": []any{}}}
+	tests := []struct {
+		name     string
+		strategy map[string]any
+		want     bool
+	}{
+		{name: "no strategy"},
+		{name: "AllAtOnce", strategy: map[string]any{"type": "AllAtOnce"}},
+		{name: "RollingSync with steps", strategy: map[string]any{"type": "RollingSync", "rollingSync": map[string]any{"steps": steps}}, want: true},
+		{name: "RollingSync without steps", strategy: map[string]any{"type": "RollingSync", "rollingSync": map[string]any{}}},
+		{name: "RollingSync without rollingSync", strategy: map[string]any{"type": "RollingSync"}},
+		{name: "steps of another type", strategy: map[string]any{"type": "AllAtOnce", "rollingSync": map[string]any{"steps": steps}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			appSet := NewApplicationSet()
+			appSet.Object["spec"] = map[string]any{}
+			if tt.strategy != nil {
+				appSet.Object["spec"] = map[string]any{"strategy": tt.strategy}
+			}
+			if got := SyncsByRollingSync(appSet); got != tt.want {
+				t.Errorf("SyncsByRollingSync = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestApplicationSetHash(t *testing.T) {
 	// The hex SHA-1 of "openshift-gitops/guestbook-allclusters-app-set" (sha1sum), the
 	// value existing pull systems put on their works.

@@ -4,6 +4,7 @@ package appstatus
 // Applications, and the reconcile that writes one Application's status.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ import (
 const ControllerName = "argocd-pull-appstatus"
 
 // Options configure the status mirror. AddonName, Concurrency and ProgressingHold are
-// required; pkg/hub's DefaultOptions holds the defaults.
+// required; pkg/hub's DefaultOptions holds the defaults. CoalesceWindow is optional.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -45,9 +46,13 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// ProgressingHold is how long a Progressing written before Healthy stays, so that
-	// the ApplicationSet controller's RollingSync sees it.
+	// ProgressingHold is how long a Progressing written before Healthy stays, for an app
+	// of a RollingSync ApplicationSet, so that the ApplicationSet controller sees it.
 	ProgressingHold time.Duration
+	// CoalesceWindow is how long after the first change of an app, on any channel, the
+	// mirror reconciles it: what arrives in that window is one write. Zero means
+	// DefaultCoalesceWindow.
+	CoalesceWindow time.Duration
 }
 
 // validate reports options that cannot work.
@@ -61,6 +66,9 @@ func (o Options) validate() error {
 	}
 	if o.ProgressingHold <= 0 {
 		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	}
+	if o.CoalesceWindow < 0 {
+		errs = append(errs, fmt.Errorf("the coalescing window is %v; it must not be negative", o.CoalesceWindow))
 	}
 	return errors.Join(errs...)
 }
@@ -76,14 +84,19 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
-	// The agent's report and its status slices enqueue the same requests.
+	// Every watch enqueues the app's request after the window (coalescing): the hub
+	// Application's own, the work's feedback, and the agent's report and status slices,
+	// which enqueue the same requests. The Application's own events are delayed too, so
+	// that the event of the mirror's write does not write at once what arrived meanwhile.
+	window := cmp.Or(opts.CoalesceWindow, DefaultCoalesceWindow)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(observed.MapApplicationOfWork),
+		Watches(argoapp.NewApplication(), coalescing(&handler.EnqueueRequestForObject{}, window),
+			builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
+		Watches(&workv1.ManifestWork{}, coalescing(handler.EnqueueRequestsFromMapFunc(observed.MapApplicationOfWork), window),
 			builder.WithPredicates(observed.WorkObservationChangedPredicate)).
-		Watches(&addonv1beta1.ManagedClusterAddOn{}, agent).
-		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.Handler(agent.EnqueueApp)).
+		Watches(&addonv1beta1.ManagedClusterAddOn{}, coalescing(agent, window)).
+		Watches(&statusv1alpha1.ApplicationStatusSlice{}, coalescing(statusslices.Handler(agent.EnqueueApp), window)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
@@ -165,6 +178,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !desired.State.Known() && len(desired.hubNotes()) == 0 {
 		return ctrl.Result{RequeueAfter: obs.RecheckAfter}, nil
 	}
+	// Only a RollingSync step waits on Progressing then Healthy: only its apps get it.
+	if desired.State.HealthStatus == HealthHealthy && healthOf(app) != HealthHealthy {
+		first, err := r.syncsByRollingSync(ctx, app)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		desired.ProgressingFirst = first
+	}
 
 	// Healthy after a Progressing this controller wrote waits for the hold, and so does
 	// whatever else changed meanwhile (the agent's report usually comes a moment after
@@ -181,6 +202,24 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.recordAbsence(ctx, app, obs.Absence, desired.NotReported)
 	}
 	return result, err
+}
+
+// syncsByRollingSync reports whether the ApplicationSet that owns app, if any, syncs it
+// by RollingSync steps. The owner reference is namespace-local: the ApplicationSet is in
+// the app's namespace, which the manager's cache holds when it holds the app.
+func (r *reconciler) syncsByRollingSync(ctx context.Context, app *unstructured.Unstructured) (bool, error) {
+	name, ok := argoapp.OwningApplicationSet(app.GetOwnerReferences())
+	if !ok {
+		return false, nil
+	}
+	appSet := argoapp.NewApplicationSet()
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: app.GetNamespace(), Name: name}, appSet); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read the ApplicationSet %s/%s of application %s: %w", app.GetNamespace(), name, app.GetName(), err)
+	}
+	return argoapp.SyncsByRollingSync(appSet), nil
 }
 
 // recordAbsence records, when the not-reported condition of app appears or changes, a

@@ -121,9 +121,9 @@ func TestStatusMirror(t *testing.T) {
 		return s
 	}
 
-	t.Run("Progressing then Healthy, observed through a watch", func(t *testing.T) {
-		app := newApp("standalone", false)
-		work := newWork(app)
+	// healthHistory returns, once an app's health settles at Healthy, the health statuses
+	// that a watch saw it take, each once in a row.
+	healthHistory := func(t *testing.T, app *unstructured.Unstructured, work *workv1.ManifestWork) []string {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
 		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
@@ -133,7 +133,7 @@ func TestStatusMirror(t *testing.T) {
 		defer w.Stop()
 		setFeedback(work, "Healthy", "Synced")
 		var seen []string
-		g.Eventually(func() []string {
+		g.Eventually(func() string {
 			for {
 				select {
 				case e := <-w.ResultChan():
@@ -141,7 +141,7 @@ func TestStatusMirror(t *testing.T) {
 						continue
 					}
 					u := e.Object.(*unstructured.Unstructured)
-					if u.GetName() != "standalone" {
+					if u.GetName() != app.GetName() {
 						continue
 					}
 					h := str(u, "status", "health", "status")
@@ -149,15 +149,61 @@ func TestStatusMirror(t *testing.T) {
 						seen = append(seen, h)
 					}
 				default:
-					return seen
+					if len(seen) == 0 {
+						return ""
+					}
+					return seen[len(seen)-1]
 				}
 			}
-		}).Should(gomega.Equal([]string{"Progressing", "Healthy"}))
-		got := get("standalone")
+		}).Should(gomega.Equal(HealthHealthy))
+		got := get(app.GetName())
 		g.Expect(str(got, "status", "sync", "status")).To(gomega.Equal("Synced"))
 		g.Expect(str(got, "status", "sync", "revision")).To(gomega.Equal("rev1"))
 		g.Expect(str(got, "status", "operationState", "phase")).To(gomega.Equal("Succeeded"))
 		g.Expect(str(got, "status", "reconciledAt")).NotTo(gomega.BeEmpty())
+		return seen
+	}
+	// ownedBy makes app one that the ApplicationSet name generated, of the given strategy.
+	ownedBy := func(app *unstructured.Unstructured, name string, strategy map[string]any) {
+		appSet := argoapp.NewApplicationSet()
+		appSet.SetNamespace("apps")
+		appSet.SetName(name)
+		appSet.Object["spec"] = map[string]any{
+			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+			"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
+				"project": "default", "destination": map[string]any{"server": argoapp.InClusterServer, "namespace": "x"},
+			}},
+		}
+		if strategy != nil {
+			appSet.Object["spec"].(map[string]any)["strategy"] = strategy
+		}
+		g.Expect(c.Create(ctx, appSet)).To(gomega.Succeed())
+		g.Eventually(func() error {
+			cur := get(app.GetName())
+			cur.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: argoapp.GroupVersion.String(), Kind: argoapp.KindApplicationSet,
+				Name: name, UID: appSet.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
+			return c.Update(ctx, cur)
+		}).Should(gomega.Succeed())
+	}
+
+	t.Run("an app of a RollingSync ApplicationSet: Progressing then Healthy, observed through a watch", func(t *testing.T) {
+		app := newApp("rolling", false)
+		ownedBy(app, "rolling", map[string]any{"type": argoapp.StrategyRollingSync, "rollingSync": map[string]any{"steps": []any{
+			map[string]any{"matchExpressions": []any{map[string]any{"key": "env", "operator": "In", "values": []any{"dev"}}}},
+		}}})
+		work := newWork(app)
+		g.Expect(healthHistory(t, app, work)).To(gomega.Equal([]string{"Progressing", "Healthy"}))
+	})
+
+	t.Run("a standalone app, and one of an ApplicationSet without progressive syncs: Healthy at once", func(t *testing.T) {
+		app := newApp("standalone", false)
+		work := newWork(app)
+		g.Expect(healthHistory(t, app, work)).To(gomega.Equal([]string{"Healthy"}))
+
+		app = newApp("all-at-once", false)
+		ownedBy(app, "all-at-once", nil)
+		work = newWork(app)
+		g.Expect(healthHistory(t, app, work)).To(gomega.Equal([]string{"Healthy"}))
 	})
 
 	t.Run("another controller's work is not mirrored", func(t *testing.T) {

@@ -43,6 +43,9 @@ type Desired struct {
 	// NotReported is the not-reported condition when the agent's report has no entry
 	// for the app although its work is applied.
 	NotReported *argoapp.Condition
+	// ProgressingFirst: the app's ApplicationSet syncs it by RollingSync steps, which
+	// advance on Progressing then Healthy; health reaches Healthy only from Progressing.
+	ProgressingFirst bool
 }
 
 // hubNotes returns the conditions the hub adds about the data it shows.
@@ -62,8 +65,9 @@ func isHubNote(c argoapp.Condition) bool {
 }
 
 // ApplyStatus sets the owned fields of app's status to d, and reports whether anything
-// changed. When health would become Healthy from anything but Progressing, it writes
-// Progressing instead, and holding is true: write again later to reach Healthy.
+// changed. When d.ProgressingFirst and health would become Healthy from anything but
+// Progressing, it writes Progressing instead, and holding is true: write again later to
+// reach Healthy.
 // reconciledAt is set to now when, and only when, something else changed.
 //
 // The fields from the feedback (sync and health status, revision, operation phase and
@@ -94,7 +98,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		health := mapAt(status, "health")
 		current, _ := health["status"].(string)
 		target, message := s.HealthStatus, s.HealthMessage
-		if target == HealthHealthy && current != HealthHealthy && current != HealthProgressing {
+		if d.ProgressingFirst && target == HealthHealthy && current != HealthHealthy && current != HealthProgressing {
 			target, message, holding = HealthProgressing, "", true
 		}
 		health["status"] = target

@@ -304,3 +304,36 @@ func TestApplyStatusOnTheCachedDigest(t *testing.T) {
 		t.Errorf("the patch when the resources went carries status.resources %v (found %t), want null", value, found)
 	}
 }
+
+// TestApplyStatusProgressingFirst: health reaches Healthy through Progressing only for
+// an app of a RollingSync ApplicationSet; any other goes Healthy at once.
+func TestApplyStatusProgressingFirst(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name             string
+		current          string
+		progressingFirst bool
+		wantHealth       string
+		wantHolding      bool
+	}{
+		{name: "RollingSync, from Missing", current: "Missing", progressingFirst: true, wantHealth: HealthProgressing, wantHolding: true},
+		{name: "RollingSync, from no status", progressingFirst: true, wantHealth: HealthProgressing, wantHolding: true},
+		{name: "RollingSync, from Progressing", current: HealthProgressing, progressingFirst: true, wantHealth: HealthHealthy},
+		{name: "other, from Missing", current: "Missing", wantHealth: HealthHealthy},
+		{name: "other, from Degraded", current: "Degraded", wantHealth: HealthHealthy},
+		{name: "other, from no status", wantHealth: HealthHealthy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := &unstructured.Unstructured{Object: map[string]any{}}
+			if tt.current != "" {
+				app.Object["status"] = map[string]any{"health": map[string]any{"status": tt.current}}
+			}
+			d := Desired{State: observed.State{SyncStatus: "Synced", HealthStatus: HealthHealthy}, ProgressingFirst: tt.progressingFirst}
+			changed, holding := ApplyStatus(app, d, now)
+			if !changed || holding != tt.wantHolding || healthOf(app) != tt.wantHealth {
+				t.Errorf("changed %v, holding %v, health %q; want true, %v, %q", changed, holding, healthOf(app), tt.wantHolding, tt.wantHealth)
+			}
+		})
+	}
+}
