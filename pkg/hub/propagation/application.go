@@ -5,10 +5,10 @@ package propagation
 // managed cluster has it.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"time"
 
@@ -194,7 +194,7 @@ func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructur
 		operation = argoapp.WithoutOperationID(operation)
 		id, terminated := argoapp.NewOperationID(), false
 		if kept := workAnnotation(existing, argoapp.AnnotationOperationID); kept != "" {
-			if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && reflect.DeepEqual(argoapp.WithoutOperationID(delivered), operation) {
+			if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && sameJSON(argoapp.WithoutOperationID(delivered), operation) {
 				id, terminated = kept, terminate == kept
 			}
 		}
@@ -211,6 +211,15 @@ func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructur
 		desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationID, id)
 	}
 	return setPayloadAnnotations(desired, request)
+}
+
+// sameJSON reports whether a and b encode to the same JSON: an operation decoded from
+// the payload holds its numbers (a retry limit) as float64, the hub Application's as
+// int64.
+func sameJSON(a, b any) bool {
+	x, errX := json.Marshal(a)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // workAnnotation returns the annotation key of work, "" when work is nil.
