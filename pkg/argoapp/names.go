@@ -73,6 +73,18 @@ const (
 	// of that id is never delivered again.
 	AnnotationOperationDelivered = "argocd-pull.open-cluster-management.io/operation-delivered"
 
+	// AnnotationRefreshID, on the Application a work carries beside Argo CD's refresh
+	// annotation, is the id the manager gave that refresh request. Argo CD on the spoke
+	// removes the refresh annotation when it has refreshed; the cluster's agent then
+	// records the id in AnnotationRefreshed, which its report carries back, and the hub
+	// Application's refresh annotation leaves in the status mirror's write of that report
+	// (docs/propagation.md, "Operations").
+	AnnotationRefreshID = "argocd-pull.open-cluster-management.io/refresh-id"
+
+	// AnnotationRefreshed, on a spoke Application, is written by the cluster's agent: the
+	// id of the last hub refresh that the spoke Argo CD completed.
+	AnnotationRefreshed = "argocd-pull.open-cluster-management.io/refreshed"
+
 	// OperationInfoID names the entry of a delivered operation's info
 	// (.operation.info[].name) that holds its id. Argo CD copies the operation into
 	// status.operationState.operation when it starts it, so the spoke's operationState

@@ -231,6 +231,9 @@ type App struct {
 	// that carries the Application, when the agent can tell it (from the
 	// AppliedManifestWork that owns the Application).
 	ManifestWork string
+	// Refreshed is the id of the last hub refresh the spoke Argo CD completed
+	// (argoapp.AnnotationRefreshed); empty when none.
+	Refreshed string
 
 	Sync      argoapp.SyncStatus
 	Health    argoapp.HealthStatus

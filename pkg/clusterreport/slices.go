@@ -96,6 +96,7 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 		Name:           app.Name,
 		ApplicationSet: TruncateMessage(app.ApplicationSet, 2*MaxNameBytes+1),
 		ManifestWork:   TruncateMessage(app.ManifestWork, MaxNameBytes),
+		Refreshed:      TruncateMessage(app.Refreshed, maxStatusBytes),
 		Sync: statusv1alpha1.SyncStatus{
 			Status:   TruncateMessage(app.Sync.Status, maxStatusBytes),
 			Revision: TruncateMessage(app.Sync.Revision, MaxNameBytes),

@@ -133,6 +133,7 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 		HubNamespace:   annotations[argoapp.AnnotationHubApplicationNamespace],
 		HubName:        annotations[argoapp.AnnotationHubApplicationName],
 		ApplicationSet: annotations[argoapp.AnnotationHostingApplicationSet],
+		Refreshed:      annotations[argoapp.AnnotationRefreshed],
 	}
 	app.ManifestWork, _ = manifestWorkOf(obj.GetOwnerReferences())
 	out := observedApp{created: obj.GetCreationTimestamp().Time, resourceVersion: obj.GetResourceVersion()}

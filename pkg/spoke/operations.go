@@ -1,7 +1,7 @@
 package spoke
 
-// This file runs the hub's operations on the spoke Applications: the agent's half of the
-// operation protocol (docs/propagation.md, "Operations"). The hub Application's
+// This file runs the hub's operations and refreshes on the spoke Applications: the
+// agent's half of the operation protocol (docs/propagation.md, "Operations"). The hub Application's
 // .operation arrives with an id in the payload's annotation
 // argoapp.AnnotationOperationRequest; the agent sets it as the spoke Application's
 // .operation once per id, and only when no other operation runs there, so that a
@@ -45,6 +45,11 @@ type operationView struct {
 	operationID  string
 	// phase is status.operationState.phase; stateID the id of the operation it is of.
 	phase, stateID string
+	// refreshID is the id of the hub's refresh request; refreshPending whether Argo CD's
+	// refresh annotation is still there; refreshed the id of the last one Argo CD
+	// completed, as the agent recorded it.
+	refreshID, refreshed string
+	refreshPending       bool
 }
 
 // viewOperation reads the protocol's state of a spoke Application.
@@ -53,7 +58,10 @@ func viewOperation(obj *unstructured.Unstructured) operationView {
 	v := operationView{
 		terminate: annotations[argoapp.AnnotationOperationTerminate],
 		delivered: annotations[argoapp.AnnotationOperationDelivered],
+		refreshID: annotations[argoapp.AnnotationRefreshID],
+		refreshed: annotations[argoapp.AnnotationRefreshed],
 	}
+	_, v.refreshPending = annotations[argoapp.AnnotationRefresh]
 	if value, ok := annotations[argoapp.AnnotationOperationRequest]; ok {
 		v.request, v.requestID, v.requestErr = argoapp.DecodeOperationRequest(value)
 	}
@@ -81,10 +89,26 @@ const (
 	// stepTerminate sets the running operation's phase to Terminating: the spoke Argo CD
 	// then terminates it, as it does a pushed app's.
 	stepTerminate
+	// stepRefreshed records the hub's refresh done (argoapp.AnnotationRefreshed): Argo CD
+	// removed its refresh annotation, which the work applied with the refresh's id, in
+	// the write of the refreshed status. The agent's report carries the id back.
+	stepRefreshed
 )
 
-// nextOperationStep returns what the protocol asks for, given v.
+// nextOperationStep returns what the protocol asks for, given v: the operation's step
+// first, then the refresh's.
 func nextOperationStep(v operationView) operationStep {
+	if step := nextRequestStep(v); step != stepNone {
+		return step
+	}
+	if v.refreshID != "" && !v.refreshPending && v.refreshed != v.refreshID {
+		return stepRefreshed
+	}
+	return stepNone
+}
+
+// nextRequestStep returns what the operation request asks for, given v.
+func nextRequestStep(v operationView) operationStep {
 	id := v.requestID
 	switch {
 	case id == "":
@@ -168,11 +192,10 @@ func (o *operations) step(ctx context.Context, key types.NamespacedName) error {
 		return nil
 	}
 	v := viewOperation(obj)
+	step := nextOperationStep(v)
 	if v.requestErr != nil {
 		o.agent.log.Info("the application's operation request does not decode; not running it", "application", key, "error", v.requestErr.Error())
-		return nil
 	}
-	step := nextOperationStep(v)
 	patch, err := operationPatch(obj, v, step, time.Now())
 	if err != nil || patch == nil {
 		return err
@@ -186,7 +209,9 @@ func (o *operations) step(ctx context.Context, key types.NamespacedName) error {
 		}
 		return fmt.Errorf("patch application %s: %w", key, err)
 	}
-	o.agent.log.Info("ran the hub's operation request on the application", "application", key, "operationID", v.requestID, "step", step.String())
+	o.agent.log.Info("ran the hub's request on the application", "application", key, "operationID", v.requestID, "refreshID", v.refreshID, "step", step.String())
+	// Another step may follow (a refresh's after an operation's).
+	o.queue.Add(key)
 	return nil
 }
 
@@ -198,6 +223,8 @@ func (s operationStep) String() string {
 		return "cancel"
 	case stepTerminate:
 		return "terminate"
+	case stepRefreshed:
+		return "refreshed"
 	}
 	return "none"
 }
@@ -230,6 +257,8 @@ func operationPatch(obj *unstructured.Unstructured, v operationView, step operat
 		ops = append(ops, delivered)
 	case stepTerminate:
 		ops = append(ops, map[string]any{"op": "replace", "path": "/status/operationState/phase", "value": argoapp.OperationTerminating})
+	case stepRefreshed:
+		ops = append(ops, map[string]any{"op": "add", "path": argoapp.AnnotationPointer(argoapp.AnnotationRefreshed), "value": v.refreshID})
 	}
 	return json.Marshal(ops)
 }

@@ -133,4 +133,24 @@ func TestAgentRunsHubOperations(t *testing.T) {
 		g.Expect(has).To(gomega.BeFalse())
 		g.Consistently(func(g gomega.Gomega) bool { _, has := f.operationID(g, "cancelled"); return has }).Should(gomega.BeFalse(), "a cancelled operation was delivered")
 	})
+
+	t.Run("a refresh recorded done once Argo CD removed its annotation, and reported", func(t *testing.T) {
+		f.createApp("refreshed", nil, func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{argoapp.AnnotationRefresh: "hard", argoapp.AnnotationRefreshID: "id-refresh"})
+		})
+		refreshed := func(g gomega.Gomega) string { return f.getApp(g, "refreshed").GetAnnotations()[argoapp.AnnotationRefreshed] }
+		g.Consistently(refreshed).Should(gomega.BeEmpty(), "recorded before Argo CD refreshed")
+		// Argo CD refreshes, and removes its annotation in the same write.
+		f.updateApp("refreshed", func(u *unstructured.Unstructured) {
+			annotations := u.GetAnnotations()
+			delete(annotations, argoapp.AnnotationRefresh)
+			u.SetAnnotations(annotations)
+			u.Object["status"] = map[string]any{"sync": map[string]any{"status": "OutOfSync", "revision": "after-refresh"}}
+		})
+		g.Eventually(refreshed).Should(gomega.Equal("id-refresh"))
+		g.Eventually(func(g gomega.Gomega) []string {
+			e := f.entries(g)["refreshed"]
+			return []string{e.Refreshed, e.Sync.Revision}
+		}).Should(gomega.Equal([]string{"id-refresh", "after-refresh"}), "the report carries the refresh's id with the refreshed status")
+	})
 }

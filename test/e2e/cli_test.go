@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -128,6 +129,23 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 			_, err := target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "extra", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the pruned ConfigMap is gone from %s", target.Name)
+	})
+
+	It("returns the managed cluster's refreshed status from `argocd app get --hard-refresh`", func(ctx SpecContext) {
+		const name, path = "cli-prune", "cli-prune"
+		By("git moves on: the app's last comparison on the managed cluster is of the previous commit")
+		head, err := theFleet.Git.Commit("cli-prune: a ConfigMap more", map[string]string{path + "/later.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: later}\ndata: {from: git}\n"})
+		Expect(err).NotTo(HaveOccurred())
+		out, code := cli(ctx, "app", "get", fleet.ArgoCDNamespace+"/"+name, "--hard-refresh", "-o", "json")
+		Expect(code).To(Equal(0), "argocd app get --hard-refresh: %s", out)
+		var got struct {
+			Status struct {
+				Sync struct{ Status, Revision string } `json:"sync"`
+			} `json:"status"`
+		}
+		Expect(json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &got)).To(Succeed())
+		Expect(got.Status.Sync.Revision+" "+got.Status.Sync.Status).To(Equal(head+" OutOfSync"),
+			"the status the command returned is from after the managed cluster refreshed")
 	})
 
 	It("refuses a second sync while one runs, and ends the running one on its managed cluster with `argocd app terminate-op`", func(ctx SpecContext) {

@@ -29,6 +29,7 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
@@ -163,6 +164,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The ApplicationSet report controller records the Event of a rejected report.
 	obs := r.decoder.Observe(addon, work, req.NamespacedName, time.Now())
 	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), obs.App)}
+	desired.RefreshID, _ = hubcache.PayloadAnnotation(work, argoapp.AnnotationRefreshID)
 	if stale := observed.StalenessOf(addon); stale != nil {
 		c := stale.Condition(cluster)
 		desired.Stale = &c
@@ -244,12 +246,15 @@ func (r *reconciler) recordAbsence(ctx context.Context, app *unstructured.Unstru
 func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, desired Desired, requeue time.Duration) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(app)
 	updated := app.DeepCopy()
-	holding := false
+	holding, refreshed := false, false
 	// The status goes through the main resource: the Application CRD has no status
 	// subresource. The propagation controller ignores status-only changes.
 	wrote, err := apppatch.MergePatch(ctx, r.client, r.apiReader, updated, func(a *unstructured.Unstructured) (bool, error) {
 		changed, hold := ApplyStatus(a, desired, time.Now())
 		holding = hold
+		if AcknowledgeRefresh(a, desired) {
+			refreshed, changed = true, true
+		}
 		return changed, nil
 	})
 	if err != nil {
@@ -257,6 +262,9 @@ func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, 
 	}
 	if holding {
 		requeue = r.opts.ProgressingHold
+	}
+	if wrote && refreshed {
+		ctrl.LoggerFrom(ctx).Info("the managed cluster refreshed the application; removed the refresh from the hub application", "app", key, "refreshID", desired.RefreshID)
 	}
 	if wrote {
 		if holding {

@@ -337,3 +337,45 @@ func TestApplyStatusProgressingFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestAcknowledgeRefresh: the refresh leaves the hub Application, recorded done, only with
+// an agent's entry of that refresh.
+func TestAcknowledgeRefresh(t *testing.T) {
+	asked := func() *unstructured.Unstructured {
+		app := &unstructured.Unstructured{Object: map[string]any{}}
+		app.SetAnnotations(map[string]string{argoapp.AnnotationRefresh: "hard", "example.com/kept": "yes"})
+		return app
+	}
+	for _, tc := range []struct {
+		name      string
+		refreshID string
+		refreshed string
+		want      bool
+	}{
+		{"the entry is of the refresh", "r2", "r2", true},
+		{"the entry is of an earlier refresh", "r2", "r1", false},
+		{"no entry of any refresh", "r2", "", false},
+		{"the work asks for none", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := asked()
+			d := Desired{RefreshID: tc.refreshID, State: observed.State{Refreshed: tc.refreshed}}
+			if got := AcknowledgeRefresh(app, d); got != tc.want {
+				t.Fatalf("AcknowledgeRefresh = %v, want %v", got, tc.want)
+			}
+			annotations := app.GetAnnotations()
+			_, pending := annotations[argoapp.AnnotationRefresh]
+			if pending == tc.want || annotations["example.com/kept"] != "yes" {
+				t.Errorf("annotations %v", annotations)
+			}
+			if tc.want && annotations[argoapp.AnnotationRefreshed] != tc.refreshID {
+				t.Errorf("refreshed = %q, want %q", annotations[argoapp.AnnotationRefreshed], tc.refreshID)
+			}
+		})
+	}
+	// Nothing asked: nothing to do, whatever the entry says.
+	app := &unstructured.Unstructured{Object: map[string]any{}}
+	if AcknowledgeRefresh(app, Desired{RefreshID: "r2", State: observed.State{Refreshed: "r2"}}) {
+		t.Error("acknowledged a refresh the hub did not ask for")
+	}
+}

@@ -409,9 +409,8 @@ const ManifestDigestKey = "argocd-pull.digest"
 // CompactManifest returns what the manager's cache holds of a work's manifest in place
 // of its content: a JSON object with the digest of the manifest's canonical encoding
 // (decoded, then encoded again: keys sorted, no spaces) at ManifestDigestKey, its kind,
-// and of an Application the operation it delivers and whether it terminates it (its
-// annotations argoapp.AnnotationOperationRequest and AnnotationOperationTerminate),
-// which the propagation controller reads to keep both. Two manifests have the same compact form if and only if they
+// and of an Application the annotations of the operation and refresh protocol
+// (payloadProtocolAnnotations), which the hub controllers read (PayloadAnnotation). Two manifests have the same compact form if and only if they
 // decode to the same JSON value (up to a collision of SHA-256), so the propagation
 // controller compares the compact forms of its render with those of the cached work,
 // and a work that anyone else changed still differs. A compact form is its own compact
@@ -438,7 +437,7 @@ func CompactManifest(raw []byte) []byte {
 		metadata, _ := object["metadata"].(map[string]any)
 		annotations, _ := metadata["annotations"].(map[string]any)
 		kept := map[string]any{}
-		for _, key := range []string{argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate} {
+		for _, key := range payloadProtocolAnnotations {
 			if value, ok := annotations[key]; ok {
 				kept[key] = value
 			}
@@ -452,6 +451,35 @@ func CompactManifest(raw []byte) []byte {
 		return raw
 	}
 	return out
+}
+
+// payloadProtocolAnnotations are the annotations of a payload Application that the
+// compact form keeps: the operation request, its termination, and the refresh id.
+var payloadProtocolAnnotations = []string{
+	argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate, argoapp.AnnotationRefreshID,
+}
+
+// PayloadAnnotation returns the annotation key of the Application that work carries, and
+// whether it is set, reading a manifest whole or in its CompactManifest form (which keeps
+// only payloadProtocolAnnotations).
+func PayloadAnnotation(work *workv1.ManifestWork, key string) (string, bool) {
+	if work == nil {
+		return "", false
+	}
+	for _, manifest := range work.Spec.Workload.Manifests {
+		var object struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(manifest.Raw, &object); err != nil || object.Kind != argoapp.KindApplication {
+			continue
+		}
+		value, ok := object.Metadata.Annotations[key]
+		return value, ok
+	}
+	return "", false
 }
 
 // CompactManifests returns manifests, each in its CompactManifest form.

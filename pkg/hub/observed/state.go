@@ -35,6 +35,9 @@ type State struct {
 	// OperationComparedBeforeFinish is the agent's entry's ComparedBeforeFinish of that
 	// operation.
 	OperationComparedBeforeFinish bool
+	// Refreshed is the agent's entry's Refreshed: the id of the last hub refresh the
+	// spoke Argo CD completed, whose result the entry is.
+	Refreshed string
 	// Reported is true when the agent's report carries the app: Resources and Conditions
 	// are then known (possibly empty).
 	Reported   bool
@@ -81,6 +84,7 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 		return s
 	}
 	s.Reported = true
+	s.Refreshed = agent.Refreshed
 	s.SyncStatus = firstNonEmpty(s.SyncStatus, agent.Sync.Status)
 	s.SyncRevision = firstNonEmpty(s.SyncRevision, agent.Sync.Revision)
 	s.SyncRevisions = agent.Sync.Revisions

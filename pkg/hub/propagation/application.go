@@ -25,6 +25,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
@@ -95,40 +96,20 @@ func removeFinalizer(app *unstructured.Unstructured) (bool, error) {
 	return true, nil
 }
 
-// acknowledgeDelivery removes from the hub Application what the managed cluster has
-// acted on, so that the next request goes through, and nothing is delivered twice:
-//
-//   - The refresh annotation, once the work that carries it is applied on the managed
-//     cluster: the work is up to date with the Application, and its Applied condition
-//     is true for its current generation.
-//   - The operation, once the spoke Argo CD has run it: the spoke Application's
-//     operationState (the work's status feedback) is of the operation's id
-//     (AnnotationOperationID) and has completed. Until then the operation stays on the
-//     hub Application, as Argo CD keeps .operation on an Application while it runs: a
-//     second sync is refused there with Argo CD's own message, and the work keeps
-//     asking the cluster's agent to run it.
-//
-// Each removal is a JSON patch that first tests the value, so that a newer request
-// made meanwhile is never lost. Once removed, the next render drops them from the work;
-// the spoke Argo CD has already cleared them there, so the work agent removes nothing.
+// acknowledgeDelivery removes the operation from the hub Application once the spoke
+// Argo CD has run it, so that the next one goes through: the spoke Application's
+// operationState (the work's status feedback) is of the operation's id
+// (AnnotationOperationID) and has completed. Until then the operation stays on the hub
+// Application, as Argo CD keeps .operation on an Application while it runs: a second
+// sync is refused there with Argo CD's own message, and the work keeps asking the
+// cluster's agent to run it. The removal is a JSON patch that first tests the value, so
+// that a newer request made meanwhile is never lost; the next render drops it from the
+// work. (A refresh leaves in the status mirror's write of the refreshed status.)
 func (r *reconciler) acknowledgeDelivery(ctx context.Context, app *unstructured.Unstructured, work *workv1.ManifestWork) error {
 	if !appliedAtGeneration(work) {
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if refresh, ok := app.GetAnnotations()[argoapp.AnnotationRefresh]; ok {
-		path := argoapp.AnnotationPointer(argoapp.AnnotationRefresh)
-		removed, err := r.testAndRemove(ctx, app, path, refresh)
-		if err != nil {
-			return fmt.Errorf("remove the delivered refresh from application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
-		}
-		if removed {
-			log.Info("the refresh reached the managed cluster; removed it from the hub application", "refresh", refresh, "work", client.ObjectKeyFromObject(work))
-			r.recorder.Eventf(app, nil, corev1.EventTypeNormal, ReasonRefreshDelivered, eventAction,
-				"The %s refresh was applied to cluster %s by ManifestWork %s; removed the annotation %s",
-				refresh, work.Namespace, work.Name, argoapp.AnnotationRefresh)
-		}
-	}
 	operation, ok := app.Object["operation"]
 	if !ok || operation == nil {
 		return nil
@@ -177,40 +158,69 @@ func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) 
 	return phase == state.OperationStatePhase && startedAt == state.OperationStateStartedAt
 }
 
-// setOperationRequest puts app's .operation in desired, a rendered work, for the
-// cluster's agent to run (argoapp.AnnotationOperationRequest on the payload, and the id
-// in AnnotationOperationID on the work), with the id it has in existing (the current
-// work) when that work delivers the same operation, else a new one. When a hub user
-// terminated the operation (its status.operationState.phase is Terminating, as
-// argocd-server sets it), the payload asks the agent to terminate it too
-// (AnnotationOperationTerminate). Without an operation, desired delivers none. It
-// starts from the render each time, so calling it again with a fresher existing work
-// is safe.
-func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured) error {
-	delete(desired.Annotations, argoapp.AnnotationOperationID)
-	operation, _ := app.Object["operation"].(map[string]any)
-	request := map[string]string{argoapp.AnnotationOperationRequest: "", argoapp.AnnotationOperationTerminate: ""}
-	if operation != nil {
-		operation = argoapp.WithoutOperationID(operation)
-		id, terminated := argoapp.NewOperationID(), false
-		if kept := workAnnotation(existing, argoapp.AnnotationOperationID); kept != "" {
-			if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && sameJSON(argoapp.WithoutOperationID(delivered), operation) {
-				id, terminated = kept, terminate == kept
-			}
-		}
-		value, err := json.Marshal(argoapp.WithOperationID(operation, id))
-		if err != nil {
-			return fmt.Errorf("encode the operation of application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
-		}
-		request[argoapp.AnnotationOperationRequest] = string(value)
-		// Once asked, the termination stays asked until the operation leaves: the hub's
-		// phase moves on (the spoke's Failed) before the operation leaves the hub.
-		if phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase"); phase == argoapp.OperationTerminating || terminated {
-			request[argoapp.AnnotationOperationTerminate] = id
-		}
-		desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationID, id)
+// setRequests puts in desired, a rendered work, what the hub Application asks the
+// cluster's agent for: its operation (setOperationRequest) and the id of its refresh
+// (setRefreshID). It starts from the render each time, so calling it again with a
+// fresher existing work is safe.
+func setRequests(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured) error {
+	annotations := map[string]string{}
+	if err := setOperationRequest(desired, existing, app, annotations); err != nil {
+		return err
 	}
-	return setPayloadAnnotations(desired, request)
+	setRefreshID(existing, app, annotations)
+	return setPayloadAnnotations(desired, annotations)
+}
+
+// setOperationRequest sets, in annotations of the payload, app's .operation for the
+// cluster's agent to run (argoapp.AnnotationOperationRequest), and its id in
+// AnnotationOperationID on desired: the id it has in existing (the current work) when
+// that work delivers the same operation, else a new one. When a hub user terminated the
+// operation (its status.operationState.phase is Terminating, as argocd-server sets it),
+// the payload asks the agent to terminate it too (AnnotationOperationTerminate). Without
+// an operation, the payload asks for none.
+func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured, annotations map[string]string) error {
+	delete(desired.Annotations, argoapp.AnnotationOperationID)
+	annotations[argoapp.AnnotationOperationRequest], annotations[argoapp.AnnotationOperationTerminate] = "", ""
+	operation, _ := app.Object["operation"].(map[string]any)
+	if operation == nil {
+		return nil
+	}
+	operation = argoapp.WithoutOperationID(operation)
+	id, terminated := argoapp.NewOperationID(), false
+	if kept := workAnnotation(existing, argoapp.AnnotationOperationID); kept != "" {
+		if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && sameJSON(argoapp.WithoutOperationID(delivered), operation) {
+			id, terminated = kept, terminate == kept
+		}
+	}
+	value, err := json.Marshal(argoapp.WithOperationID(operation, id))
+	if err != nil {
+		return fmt.Errorf("encode the operation of application %s/%s: %w", app.GetNamespace(), app.GetName(), err)
+	}
+	annotations[argoapp.AnnotationOperationRequest] = string(value)
+	// Once asked, the termination stays asked until the operation leaves: the hub's
+	// phase moves on (the spoke's Failed) before the operation leaves the hub.
+	if phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase"); phase == argoapp.OperationTerminating || terminated {
+		annotations[argoapp.AnnotationOperationTerminate] = id
+	}
+	desired.Annotations = withEntry(desired.Annotations, argoapp.AnnotationOperationID, id)
+	return nil
+}
+
+// setRefreshID sets, in annotations of the payload, the id of app's refresh request
+// (argoapp.AnnotationRefreshID) beside Argo CD's refresh annotation, which the render
+// copied: the id in existing's payload while that refresh is pending, a new one once
+// the status mirror recorded it done on the hub Application (AnnotationRefreshed) or
+// when none was asked. Without a refresh, the payload asks for none.
+func setRefreshID(existing *workv1.ManifestWork, app *unstructured.Unstructured, annotations map[string]string) {
+	annotations[argoapp.AnnotationRefreshID] = ""
+	if _, ok := app.GetAnnotations()[argoapp.AnnotationRefresh]; !ok {
+		return
+	}
+	id := argoapp.NewOperationID()
+	if kept, ok := hubcache.PayloadAnnotation(existing, argoapp.AnnotationRefreshID); ok && kept != "" && kept != app.GetAnnotations()[argoapp.AnnotationRefreshed] {
+		id = kept
+	}
+	annotations[argoapp.AnnotationRefreshID] = id
 }
 
 // sameJSON reports whether a and b encode to the same JSON: an operation decoded from
@@ -232,32 +242,15 @@ func workAnnotation(work *workv1.ManifestWork, key string) string {
 
 // deliveredOperation returns the operation that the payload of work delivers
 // (argoapp.AnnotationOperationRequest) and its id, or nil and "", and the id that it asks
-// to terminate (AnnotationOperationTerminate). A work from the cache carries its
-// manifests in their hubcache.CompactManifest form, which keeps both annotations of an
-// Application.
+// to terminate (AnnotationOperationTerminate).
 func deliveredOperation(work *workv1.ManifestWork) (operation map[string]any, id, terminate string) {
-	if work == nil {
-		return nil, "", ""
+	terminate, _ = hubcache.PayloadAnnotation(work, argoapp.AnnotationOperationTerminate)
+	if value, ok := hubcache.PayloadAnnotation(work, argoapp.AnnotationOperationRequest); ok {
+		if operation, id, err := argoapp.DecodeOperationRequest(value); err == nil {
+			return operation, id, terminate
+		}
 	}
-	for _, manifest := range work.Spec.Workload.Manifests {
-		var object struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(manifest.Raw, &object); err != nil || object.Kind != argoapp.KindApplication {
-			continue
-		}
-		terminate = object.Metadata.Annotations[argoapp.AnnotationOperationTerminate]
-		if value, ok := object.Metadata.Annotations[argoapp.AnnotationOperationRequest]; ok {
-			if operation, id, err := argoapp.DecodeOperationRequest(value); err == nil {
-				return operation, id, terminate
-			}
-		}
-		return nil, "", terminate
-	}
-	return nil, "", ""
+	return nil, "", terminate
 }
 
 // setPayloadAnnotations sets the annotations of the Application in the payload of

@@ -583,17 +583,31 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	g.Expect(f.C.Status().Update(f.Ctx, stale)).To(gomega.Succeed())
 	g.Consistently(func() string { return f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh] }, "1s").Should(gomega.Equal("hard"))
 
-	// It applies the current one: the refresh has reached the spoke and leaves the hub
-	// app and the payload. The operation has not run yet: it stays on both, with its id.
+	// It applies the current one. The refresh stays on the hub, and in the payload with
+	// its id, until the spoke has refreshed (the status mirror removes it, with the
+	// refreshed status); the operation has not run yet: it stays too, with its id.
 	f.MarkApplied(client.ObjectKeyFromObject(work))
-	g.Eventually(func() bool {
-		_, refresh := f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh]
-		return refresh
-	}).Should(gomega.BeFalse())
-	g.Eventually(func() bool {
-		_, refresh := testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefresh]
-		return refresh
-	}).Should(gomega.BeFalse())
+	refreshID := testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]
+	g.Expect(refreshID).NotTo(gomega.BeEmpty(), "the payload's refresh has no id")
+	g.Consistently(func() string { return f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh] }, "1s").
+		Should(gomega.Equal("hard"), "the refresh left the hub before the spoke refreshed")
+	g.Expect(testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]).To(gomega.Equal(refreshID))
+	// The status mirror records it done: it leaves the payload. Asked again, it is a new
+	// refresh, with a new id.
+	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
+		annotations := app.GetAnnotations()
+		delete(annotations, argoapp.AnnotationRefresh)
+		annotations[argoapp.AnnotationRefreshed] = refreshID
+		app.SetAnnotations(annotations)
+	})
+	g.Eventually(func() []string {
+		annotations := testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()
+		return []string{annotations[argoapp.AnnotationRefresh], annotations[argoapp.AnnotationRefreshID], annotations[argoapp.AnnotationRefreshed]}
+	}).Should(gomega.Equal([]string{"", "", ""}))
+	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "normal") })
+	g.Eventually(func() string {
+		return testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]
+	}).ShouldNot(gomega.Or(gomega.BeEmpty(), gomega.Equal(refreshID)))
 	hasOperation := func() bool { return f.GetApp("guestbook").Object["operation"] != nil }
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before the spoke ran it")
 	_, kept := requestOf(f.WaitForWork("guestbook", cluster))
@@ -637,7 +651,7 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 		return delivering || requested || terminated
 	}).Should(gomega.BeFalse())
 	g.Eventually(func() []string { return f.EventReasons(f.Namespace, "guestbook", corev1.EventTypeNormal) }).
-		Should(gomega.ContainElements(ReasonRefreshDelivered, ReasonOperationCompleted))
+		Should(gomega.ContainElement(ReasonOperationCompleted))
 
 	// The same operation asked again is a new one, with a new id.
 	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) { app.Object["operation"] = operation })

@@ -93,7 +93,6 @@ const LabelLocalCluster = "local-cluster"
 // Application, and an Event each would double the requests of propagation.
 const (
 	ReasonManifestWorkDeleted = "ManifestWorkDeleted"
-	ReasonRefreshDelivered    = "RefreshDelivered"
 	// ReasonOperationCompleted: the spoke Argo CD ran the operation of the hub
 	// Application, and the controller removed it from the hub Application.
 	ReasonOperationCompleted = "OperationCompleted"
@@ -222,7 +221,7 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 	var last appliedWork
 	var lagging, unsure bool
 	if out.work != nil {
-		if err := setOperationRequest(out.work, current, app); err != nil {
+		if err := setRequests(out.work, current, app); err != nil {
 			return err
 		}
 		key = client.ObjectKeyFromObject(out.work)
@@ -241,7 +240,7 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 			return err
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			if err := setOperationRequest(out.work, live, app); err != nil {
+			if err := setRequests(out.work, live, app); err != nil {
 				return err
 			}
 			if workUpToDate(live, out.work) {

@@ -325,6 +325,8 @@ var (
 		argoapp.AnnotationOperationRequest,
 		argoapp.AnnotationOperationTerminate,
 		argoapp.AnnotationOperationDelivered,
+		argoapp.AnnotationRefreshID,
+		argoapp.AnnotationRefreshed,
 	}
 )
 

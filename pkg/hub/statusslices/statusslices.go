@@ -185,7 +185,7 @@ func (r *Reader) forgetOthers(cluster string, current []statusv1alpha1.Applicati
 // the app, a ConditionTruncated that says what it left out.
 func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 	app := clusterreport.App{
-		Namespace: e.Namespace, Name: e.Name, ApplicationSet: e.ApplicationSet, ManifestWork: e.ManifestWork,
+		Namespace: e.Namespace, Name: e.Name, ApplicationSet: e.ApplicationSet, ManifestWork: e.ManifestWork, Refreshed: e.Refreshed,
 		Sync:       argoapp.SyncStatus{Status: e.Sync.Status, Revision: e.Sync.Revision, Revisions: e.Sync.Revisions},
 		ObservedAt: e.ObservedAt.Time,
 	}

@@ -103,6 +103,13 @@ type AppStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ManifestWork string `json:"manifestWork,omitempty"`
+	// Refreshed is the id of the last hub refresh that the managed cluster's Argo CD
+	// completed (the Application's annotation
+	// argocd-pull.open-cluster-management.io/refreshed): the entry's status is from after
+	// that refresh.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Refreshed string `json:"refreshed,omitempty"`
 
 	// +optional
 	Sync SyncStatus `json:"sync,omitempty"`
