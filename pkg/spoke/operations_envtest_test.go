@@ -138,7 +138,9 @@ func TestAgentRunsHubOperations(t *testing.T) {
 		f.createApp("refreshed", nil, func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{argoapp.AnnotationRefresh: "hard", argoapp.AnnotationRefreshID: "id-refresh"})
 		})
-		refreshed := func(g gomega.Gomega) string { return f.getApp(g, "refreshed").GetAnnotations()[argoapp.AnnotationRefreshed] }
+		refreshed := func(g gomega.Gomega) string {
+			return f.getApp(g, "refreshed").GetAnnotations()[argoapp.AnnotationRefreshed]
+		}
 		g.Consistently(refreshed).Should(gomega.BeEmpty(), "recorded before Argo CD refreshed")
 		// Argo CD refreshes, and removes its annotation in the same write.
 		f.updateApp("refreshed", func(u *unstructured.Unstructured) {
