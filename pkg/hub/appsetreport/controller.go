@@ -72,8 +72,9 @@ const (
 	ReasonReportComplete = "ReportComplete"
 )
 
-// Options configure the ApplicationSet report controller. AddonName, Concurrency and
-// BudgetBytes are required; pkg/hub's DefaultOptions holds the defaults.
+// Options configure the ApplicationSet report controller: the hub's settings that it
+// shares with the other hub controllers (AddonName and Concurrency, required, and
+// WatchNamespaces), which pkg/hub passes to each, and its own Settings.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -82,18 +83,7 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// WriteInterval paces the writes of one report: after writeBurst writes in a row,
-	// one per interval; the changes in between go into the next write. A report of a
-	// thousand clusters is hundreds of kilobytes, and every app of the ApplicationSet
-	// changes it while it rolls out. An isolated change is written at once, even just
-	// after a write. Negative means no limit. The interval also grows to writeCostFactor
-	// times the last write's duration, so that a busy apiserver spends at most about a
-	// tenth of its time on each report.
-	WriteInterval time.Duration
-	// BudgetBytes bounds each report: the most bytes it may take as JSON, metadata
-	// included. A report that does not fit at full detail is cut (CutToBudget), its
-	// counts exact. At least MinBudgetBytes; etcd refuses objects over about 1.5 MiB.
-	BudgetBytes int64
+	Settings
 }
 
 // writeCostFactor: the pace of a report's writes is at least this many times as long as
@@ -129,8 +119,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.BudgetBytes < MinBudgetBytes {
-		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.BudgetBytes, MinBudgetBytes))
+	if err := o.Settings.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

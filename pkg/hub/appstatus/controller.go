@@ -35,8 +35,9 @@ import (
 // ControllerName names the status mirror: its logs and metrics.
 const ControllerName = "argocd-pull-appstatus"
 
-// Options configure the status mirror. AddonName, Concurrency and ProgressingHold are
-// required; pkg/hub's DefaultOptions holds the defaults.
+// Options configure the status mirror: the hub's settings that it shares with the other
+// hub controllers (AddonName and Concurrency, required, and WatchNamespaces), which
+// pkg/hub passes to each, and its own Settings.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -45,9 +46,7 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// ProgressingHold is how long a Progressing written before Healthy stays, so that
-	// the ApplicationSet controller's RollingSync sees it.
-	ProgressingHold time.Duration
+	Settings
 }
 
 // validate reports options that cannot work.
@@ -59,8 +58,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.ProgressingHold <= 0 {
-		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	if err := o.Settings.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
