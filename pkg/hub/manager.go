@@ -191,7 +191,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if trees, ok := o.ResourceTreeOptions(); ok {
-		if err := trees.Settings.Validate(); err != nil {
+		if err := trees.Validate(); err != nil { // resourcetree.Settings.Validate
 			errs = append(errs, err)
 		}
 	}

@@ -75,7 +75,7 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if err := o.Settings.Validate(); err != nil {
+	if err := o.Validate(); err != nil { // Settings.Validate
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
