@@ -91,7 +91,7 @@ type Options struct {
 const writeCostFactor = 10
 
 // writeBurst is how many writes of one report may follow each other without waiting
-// for the pace (Options.WriteInterval). Unrelated changes to the apps of one
+// for the pace (Settings.WriteInterval). Unrelated changes to the apps of one
 // ApplicationSet often come a few within seconds; with a burst of two, every third one
 // waited for the pace (seconds for a report of a megabyte), the tail of P2 in
 // docs/benchmarks.md. Five are written at once; a rollout of hundreds of apps still

@@ -173,7 +173,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		// Gone: remove what this process wrote. What an earlier process wrote for an app
-		// deleted since expires (Options.Redis.Expiration); argocd-server shows no tree
+		// deleted since expires (Settings.Redis.Expiration); argocd-server shows no tree
 		// of an app that does not exist.
 		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, nil)
 	}
