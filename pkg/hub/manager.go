@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appsetreport"
@@ -37,8 +35,11 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
 
-// Options configure the hub addon-manager. DefaultOptions gives the defaults that the
-// flags of cmd/manager start from.
+// Options configure the hub addon-manager: what the manager process itself needs, the
+// settings its controllers share, and each controller's own Settings, held under the
+// controller's name. DefaultOptions gives the defaults that the flags of cmd/manager
+// start from (AddFlags); the defaults of each controller's Settings are its package's
+// DefaultSettings.
 type Options struct {
 	// MetricsAddr and ProbeAddr are the bind addresses of the metrics and health endpoints;
 	// "0" disables one.
@@ -65,6 +66,16 @@ type Options struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// KubeAPIQPS and KubeAPIBurst limit, on the client side, the requests per second of
+	// each of the manager's clients to the hub apiserver, and their burst. A negative
+	// KubeAPIQPS sets no limit: the apiserver's priority and fairness alone throttles.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
+	GracefulShutdown time.Duration
+
+	// The settings that several controllers share, given to each in its Options.
+
 	// AddonName is the name of the ClusterManagementAddOn and of every ManagedClusterAddOn
 	// of this addon.
 	AddonName string
@@ -72,68 +83,32 @@ type Options struct {
 	ArgoCDNamespace string
 	// WatchNamespaces limits the watch of hub Applications; empty means all namespaces.
 	WatchNamespaces []string
-	// RequirePlacementBinding propagates an Application only when a PlacementDecision in
-	// its namespace selects the target cluster.
-	RequirePlacementBinding bool
 	// HubClusterName names the hub's own ManagedCluster, never a pull target.
 	HubClusterName string
-	// OptOutGracePeriod is how long the works of an Application are kept once its
-	// cluster is no longer a target (see propagation.Options.OptOutGracePeriod).
-	OptOutGracePeriod time.Duration
-	// TakeOverForeignWorks adopts the pulled works that another controller made (see
-	// propagation.Options.TakeOverForeignWorks).
-	TakeOverForeignWorks bool
-	// ClusterSecrets keeps an Argo CD cluster Secret per opted-in cluster
-	// (pkg/hub/clustersecret). Off, the controller does not run, and the Secrets it made
-	// before stay until someone deletes them (the chart then grants no right on them).
-	ClusterSecrets bool
 	// Concurrency is the number of parallel reconciles of each controller. A reconcile
 	// mostly waits for the apiserver, so this bounds how many Applications propagate at
 	// once, not the CPU the manager uses.
 	Concurrency int
-	// KubeAPIQPS and KubeAPIBurst limit, on the client side, the requests per second of
-	// each of the manager's clients to the hub apiserver, and their burst. A negative
-	// KubeAPIQPS sets no limit: the apiserver's priority and fairness alone throttles.
-	KubeAPIQPS   float32
-	KubeAPIBurst int
-	// ReportWriteInterval paces the writes of one MulticlusterApplicationSetReport (see
-	// appsetreport.Options.WriteInterval).
-	ReportWriteInterval time.Duration
-	// ReportBudgetBytes bounds each MulticlusterApplicationSetReport, as JSON with its
-	// metadata; a report over it is cut, its counts exact (see
-	// appsetreport.Options.BudgetBytes). The default, 1 MiB, stays a third below etcd's
-	// default limit of 1.5 MiB per object, for what other writers may add (labels,
-	// annotations, their managedFields).
-	ReportBudgetBytes int64
-	// MaxStatusSlicesPerCluster, when above 0, bounds the ApplicationStatusSlices each
-	// cluster's agent may hold on the hub: a ResourceQuota in each cluster namespace
-	// (addon.RecommendedMaxStatusSlicesPerCluster by default); 0 keeps none.
-	MaxStatusSlicesPerCluster int
-	// ProgressingHold is how long the status mirror keeps a Progressing written before
-	// Healthy, so that the ApplicationSet controller's RollingSync sees it.
-	ProgressingHold time.Duration
-	// AgentImage is the image of the agent the addon framework deploys to each cluster.
-	AgentImage string
-	// AgentImagePullPolicy is the agent container's imagePullPolicy.
-	AgentImagePullPolicy string
-	// AgentImagePullSecrets name the Secrets, in the agent's namespace on each managed
-	// cluster, that its Pod pulls the image with.
-	AgentImagePullSecrets []string
-	// AgentWatchNamespaces are the namespaces of the managed clusters' Argo CD, where the
-	// agent watches Applications.
-	AgentWatchNamespaces []string
-	// GracefulShutdown bounds how long the controllers get to finish on shutdown.
-	GracefulShutdown time.Duration
-	// ArgoCDRedis is how the manager writes the pulled apps' resource trees into the hub
-	// Argo CD's cache, for its UI and API (pkg/hub/resourcetree). An empty Addr means
-	// argocd-redis.<ArgoCDNamespace>.svc:6379, a stock install's, unless Sentinels are set;
-	// ResourceTreesDisabled turns the writes off.
-	ArgoCDRedis resourcetree.RedisOptions
-}
 
-// ResourceTreesDisabled as Options.ArgoCDRedis.Addr: the manager does not write the
-// pulled apps' resource trees into the hub Argo CD's cache.
-const ResourceTreesDisabled = "none"
+	// Each controller's own settings.
+
+	// Propagation: pkg/hub/propagation (Application -> ManifestWork).
+	Propagation propagation.Settings
+	// AppStatus: pkg/hub/appstatus (the status mirror).
+	AppStatus appstatus.Settings
+	// AppSetReport: pkg/hub/appsetreport (MulticlusterApplicationSetReport).
+	AppSetReport appsetreport.Settings
+	// ResourceTree: pkg/hub/resourcetree, how the manager writes the pulled apps'
+	// resource trees into the hub Argo CD's cache, for its UI and API. An empty
+	// Redis.Addr means resourcetree.DefaultRedisAddr in ArgoCDNamespace, unless Sentinels
+	// are set; resourcetree.Disabled turns the writes off.
+	ResourceTree resourcetree.Settings
+	// ClusterSecret: pkg/hub/clustersecret, an Argo CD cluster Secret per opted-in
+	// cluster. Off, the controller does not run.
+	ClusterSecret clustersecret.Settings
+	// Addon: pkg/hub/addon, the agent that the addon framework deploys to each cluster.
+	Addon addon.Settings
+}
 
 // metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
 // certificate, behind authentication and authorization by the hub apiserver.
@@ -145,10 +120,6 @@ func metricsOptions(opts Options) metricsserver.Options {
 	}
 	return o
 }
-
-// DefaultAgentImage is the agent's image unless a flag or a registry override says
-// otherwise: the release's image, whose tag is the chart's appVersion (test/chart checks).
-const DefaultAgentImage = "quay.io/ocm-gitops/argocd-pull-addon:0.1.0"
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are the client-side limit of each of the
 // manager's clients: by default none (a negative QPS), as controller-runtime's own
@@ -162,42 +133,33 @@ const (
 	DefaultKubeAPIBurst = 2000
 )
 
-// DefaultOptions returns the defaults: the only defaults of the hub's options; the
-// controllers' options are all required.
+// DefaultOptions returns the defaults: those of the manager and of the settings its
+// controllers share here, and each controller's DefaultSettings. A controller's Options
+// have no defaults of their own: they are all required.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:             ":8443",
-		MetricsSecure:           true,
-		ProbeAddr:               ":8081",
-		PprofAddr:               "0",
-		LeaderElect:             true,
-		LeaseDuration:           137 * time.Second,
-		RenewDeadline:           107 * time.Second,
-		RetryPeriod:             26 * time.Second,
-		AddonName:               clusterreport.DefaultAddonName,
-		ArgoCDNamespace:         "argocd",
-		RequirePlacementBinding: true,
+		MetricsAddr:      ":8443",
+		MetricsSecure:    true,
+		ProbeAddr:        ":8081",
+		PprofAddr:        "0",
+		LeaderElect:      true,
+		LeaseDuration:    137 * time.Second,
+		RenewDeadline:    107 * time.Second,
+		RetryPeriod:      26 * time.Second,
+		KubeAPIQPS:       DefaultKubeAPIQPS,
+		KubeAPIBurst:     DefaultKubeAPIBurst,
+		GracefulShutdown: 30 * time.Second,
+		AddonName:        clusterreport.DefaultAddonName,
+		ArgoCDNamespace:  "argocd",
 		// The name of the hub's own ManagedCluster on ACM hubs.
-		HubClusterName:      "local-cluster",
-		OptOutGracePeriod:   time.Hour,
-		ClusterSecrets:      true,
-		Concurrency:         16,
-		KubeAPIQPS:          DefaultKubeAPIQPS,
-		KubeAPIBurst:        DefaultKubeAPIBurst,
-		ReportWriteInterval: time.Second,
-		ReportBudgetBytes:   1 << 20,
-		// What one cluster may store on the hub: docs/operations.md.
-		MaxStatusSlicesPerCluster: addon.RecommendedMaxStatusSlicesPerCluster,
-		ProgressingHold:           time.Second,
-		AgentImage:                DefaultAgentImage,
-		AgentImagePullPolicy:      string(corev1.PullIfNotPresent),
-		AgentWatchNamespaces:      []string{"argocd"},
-		GracefulShutdown:          30 * time.Second,
-		ArgoCDRedis: resourcetree.RedisOptions{
-			ClientOptions: argocdcache.ClientOptions{PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
-				SentinelMaster: argocdcache.DefaultSentinelMaster},
-			Compression: argocdcache.CompressionGzip, Expiration: argocdcache.DefaultExpiration,
-		},
+		HubClusterName: "local-cluster",
+		Concurrency:    16,
+		Propagation:    propagation.DefaultSettings(),
+		AppStatus:      appstatus.DefaultSettings(),
+		AppSetReport:   appsetreport.DefaultSettings(),
+		ResourceTree:   resourcetree.DefaultSettings(),
+		ClusterSecret:  clustersecret.DefaultSettings(),
+		Addon:          addon.DefaultSettings(),
 	}
 }
 
@@ -210,28 +172,11 @@ func (o Options) Validate() error {
 	if o.ArgoCDNamespace == "" {
 		errs = append(errs, errors.New("the Argo CD namespace is empty"))
 	}
-	if o.AgentImage == "" {
-		errs = append(errs, errors.New("the agent image is empty"))
-	}
-	switch corev1.PullPolicy(o.AgentImagePullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		errs = append(errs, fmt.Errorf("the agent image pull policy %q is not Always, IfNotPresent or Never", o.AgentImagePullPolicy))
-	}
-	if len(o.AgentWatchNamespaces) == 0 {
-		errs = append(errs, errors.New("the agent watches no namespace"))
-	}
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
 	if o.HubClusterName == "" {
 		errs = append(errs, errors.New("the hub cluster name is empty"))
-	}
-	if o.ReportBudgetBytes < appsetreport.MinBudgetBytes {
-		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.ReportBudgetBytes, appsetreport.MinBudgetBytes))
-	}
-	if o.MaxStatusSlicesPerCluster < 0 {
-		errs = append(errs, fmt.Errorf("the status slices per cluster are %d; they must be 0 (no quota) or more", o.MaxStatusSlicesPerCluster))
 	}
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",
@@ -240,18 +185,14 @@ func (o Options) Validate() error {
 	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
 		errs = append(errs, err)
 	}
-	if o.ProgressingHold <= 0 {
-		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
+	for _, settings := range []interface{ Validate() error }{o.Addon, o.AppSetReport, o.AppStatus} {
+		if err := settings.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if trees, ok := o.ResourceTreeOptions(); ok {
-		if err := trees.Redis.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
-		}
-		if _, err := argocdcache.ParseCompression(string(o.ArgoCDRedis.Compression)); err != nil {
-			errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
-		}
-		if o.ArgoCDRedis.Expiration < 2*time.Second {
-			errs = append(errs, fmt.Errorf("the hub Argo CD's cache expiration is %v; it must be at least 2s", o.ArgoCDRedis.Expiration))
+		if err := trees.Validate(); err != nil { // resourcetree.Settings.Validate
+			errs = append(errs, err)
 		}
 	}
 	if o.LeaderElect {
@@ -274,42 +215,60 @@ func (o Options) CacheScope() hubcache.Scope {
 func (o Options) PropagationOptions() propagation.Options {
 	return propagation.Options{
 		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
-		RequirePlacementBinding: o.RequirePlacementBinding, Concurrency: o.Concurrency,
-		HubClusterName: o.HubClusterName, OptOutGracePeriod: o.OptOutGracePeriod,
-		TakeOverForeignWorks: o.TakeOverForeignWorks,
+		Concurrency: o.Concurrency, HubClusterName: o.HubClusterName, Settings: o.Propagation,
 	}
 }
 
 // AppSetReportOptions are the options of the ApplicationSet report controller.
 func (o Options) AppSetReportOptions() appsetreport.Options {
 	return appsetreport.Options{
-		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
-		WriteInterval: o.ReportWriteInterval, BudgetBytes: o.ReportBudgetBytes,
+		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency, Settings: o.AppSetReport,
 	}
 }
 
 // AppStatusOptions are the options of the status mirror.
 func (o Options) AppStatusOptions() appstatus.Options {
 	return appstatus.Options{
-		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency,
-		ProgressingHold: o.ProgressingHold,
+		AddonName: o.AddonName, WatchNamespaces: o.WatchNamespaces, Concurrency: o.Concurrency, Settings: o.AppStatus,
 	}
 }
 
 // ResourceTreeOptions are the options of the resource tree controller; ok is false when
 // it is disabled.
 func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
-	redis := o.ArgoCDRedis
-	if redis.Addr == ResourceTreesDisabled {
+	settings := o.ResourceTree
+	if !settings.Enabled() {
 		return resourcetree.Options{}, false
 	}
-	if redis.Addr == "" && len(redis.SentinelAddrs) == 0 {
-		redis.Addr = "argocd-redis." + o.ArgoCDNamespace + ".svc:6379"
+	if settings.Redis.Addr == "" && len(settings.Redis.SentinelAddrs) == 0 {
+		settings.Redis.Addr = resourcetree.DefaultRedisAddr(o.ArgoCDNamespace)
 	}
 	return resourcetree.Options{
 		AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, WatchNamespaces: o.WatchNamespaces,
-		Concurrency: o.Concurrency, Redis: redis, HubClusterName: o.HubClusterName,
+		Concurrency: o.Concurrency, HubClusterName: o.HubClusterName, Settings: settings,
 	}, true
+}
+
+// ClusterSecretOptions are the options of the cluster Secret controller; ok is false
+// when it is disabled.
+func (o Options) ClusterSecretOptions() (opts clustersecret.Options, ok bool) {
+	if !o.ClusterSecret.Enabled {
+		return clustersecret.Options{}, false
+	}
+	return clustersecret.Options{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, Concurrency: o.Concurrency}, true
+}
+
+// AddonOptions are the options of the addon; recorder records the Events of the agents'
+// certificate requests.
+func (o Options) AddonOptions(recorder events.EventRecorder) addon.Options {
+	return addon.Options{
+		AddonName: o.AddonName,
+		// The managed clusters' Argo CD runs in the namespace of the hub's: the pulled apps
+		// land there by default, and the agent reads its Redis there.
+		ArgoCDNamespace: o.ArgoCDNamespace,
+		Recorder:        recorder,
+		Settings:        o.Addon,
+	}
 }
 
 // Run runs the hub addon-manager until ctx ends.
@@ -322,7 +281,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	cfg.QPS, cfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
 	gracefulShutdown := opts.GracefulShutdown
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -415,10 +374,8 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 	}
 	// Off, the manager holds no rights on the cluster Secrets (the chart grants them with
 	// the feature), so it neither watches nor touches them.
-	if opts.ClusterSecrets {
-		if err := clustersecret.Setup(mgr, clustersecret.Options{
-			AddonName: opts.AddonName, ArgoCDNamespace: opts.ArgoCDNamespace, Concurrency: opts.Concurrency,
-		}); err != nil {
+	if secretOpts, ok := opts.ClusterSecretOptions(); ok {
+		if err := clustersecret.Setup(mgr, secretOpts); err != nil {
 			return fmt.Errorf("set up cluster secrets: %w", err)
 		}
 	}
@@ -447,15 +404,7 @@ func newAddonManager(cfg *rest.Config, opts Options, recorder events.EventRecord
 	if err != nil {
 		return nil, nil, err
 	}
-	agentAddon, err := addon.NewAgentAddon(addon.Options{
-		AddonName: opts.AddonName, AgentImage: opts.AgentImage, WatchNamespaces: opts.AgentWatchNamespaces,
-		AgentImagePullPolicy: corev1.PullPolicy(opts.AgentImagePullPolicy), AgentImagePullSecrets: opts.AgentImagePullSecrets,
-		// The managed clusters' Argo CD runs in the namespace of the hub's: the pulled apps
-		// land there by default, and the agent reads its Redis there.
-		ArgoCDNamespace:           opts.ArgoCDNamespace,
-		Recorder:                  recorder,
-		MaxStatusSlicesPerCluster: opts.MaxStatusSlicesPerCluster,
-	}, kube, addons)
+	agentAddon, err := addon.NewAgentAddon(opts.AddonOptions(recorder), kube, addons)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestLeaderElectionOptions(t *testing.T) {
@@ -49,7 +51,7 @@ func expectValid[T comparable](t *testing.T, option string, values map[T]bool, s
 
 func TestAgentImagePullPolicyOption(t *testing.T) {
 	expectValid(t, "pull policy", map[string]bool{"Always": true, "IfNotPresent": true, "Never": true, "": false, "always": false},
-		func(o *Options, policy string) { o.AgentImagePullPolicy = policy })
+		func(o *Options, policy string) { o.Addon.AgentImagePullPolicy = corev1.PullPolicy(policy) })
 }
 
 func TestReportBudgetOption(t *testing.T) {
@@ -57,7 +59,7 @@ func TestReportBudgetOption(t *testing.T) {
 		t.Errorf("the default report budget is %d bytes, want 1 MiB", got)
 	}
 	expectValid(t, "report budget", map[int64]bool{1 << 20: true, 64 << 10: true, 64<<10 - 1: false, 0: false, -1: false},
-		func(o *Options, budget int64) { o.ReportBudgetBytes = budget })
+		func(o *Options, budget int64) { o.AppSetReport.BudgetBytes = budget })
 }
 
 // pprof, which has no authentication, binds to loopback only.

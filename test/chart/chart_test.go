@@ -8,6 +8,7 @@ package chart
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,15 +17,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/uninstall"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/sim"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
@@ -214,8 +221,8 @@ func TestDefaults(t *testing.T) {
 	if container["image"] != image || container["imagePullPolicy"] != "IfNotPresent" {
 		t.Errorf("image %v, pull policy %v; want %s, IfNotPresent", container["image"], container["imagePullPolicy"], image)
 	}
-	if image != hub.DefaultAgentImage {
-		t.Errorf("the chart's image %s is not the manager's default agent image %s", image, hub.DefaultAgentImage)
+	if image != addon.DefaultAgentImage {
+		t.Errorf("the chart's image %s is not the manager's default agent image %s", image, addon.DefaultAgentImage)
 	}
 	args, _, _ := unstructured.NestedStringSlice(container, "args")
 	for _, arg := range []string{"--addon-name=argocd-pull", "--argocd-namespace=argocd", "--watch-namespaces=",
@@ -231,7 +238,7 @@ func TestDefaults(t *testing.T) {
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--agent-image-pull-secrets") }) {
 		t.Errorf("the manager's args %v name agent pull secrets that nobody set", args)
 	}
-	// The manager's default, which lives in hub.DefaultOptions only.
+	// The manager's default, which lives in appsetreport.DefaultSettings only.
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--report-budget-bytes") }) {
 		t.Errorf("the manager's args %v set a report budget that nobody set", args)
 	}
@@ -334,13 +341,91 @@ func TestNonDefaultValues(t *testing.T) {
 	}
 }
 
+// TestManagerArgsAreTheManagersFlags renders the chart with values that add each of the
+// manager's optional args, and parses the args with the manager's own flags
+// (hub.Options.AddFlags, klog's): each arg is a flag of the manager, and the options they
+// give are valid.
+func TestManagerArgsAreTheManagersFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want func(o *hub.Options)
+	}{
+		{"defaults", nil, nil},
+		{"every optional arg", []string{"manager.reportBudgetBytes=2097152", "manager.maxStatusSlicesPerCluster=0", "manager.clusterSecrets=false",
+			"manager.watchNamespaces={team-a,team-b}", "manager.takeOverForeignWorks=true", "manager.optOutGracePeriod=10m",
+			"agent.imagePullSecrets[0].name=pull-a", "agent.imagePullSecrets[1].name=pull-b", "agent.watchNamespaces={argocd,gitops}",
+			"hubArgoCDCache.sentinels={sentinel-0:26379}", "hubArgoCDCache.db=2", "hubArgoCDCache.username=argocd-pull-manager"},
+			func(o *hub.Options) {
+				if o.AppSetReport.BudgetBytes != 2<<20 || o.Addon.MaxStatusSlicesPerCluster != 0 || o.ClusterSecret.Enabled ||
+					!slices.Equal(o.WatchNamespaces, []string{"team-a", "team-b"}) || !o.Propagation.TakeOverForeignWorks ||
+					o.Propagation.OptOutGracePeriod != 10*time.Minute || !slices.Equal(o.Addon.AgentImagePullSecrets, []string{"pull-a", "pull-b"}) ||
+					!slices.Equal(o.Addon.WatchNamespaces, []string{"argocd", "gitops"}) ||
+					!slices.Equal(o.ResourceTree.Redis.SentinelAddrs, []string{"sentinel-0:26379"}) || o.ResourceTree.Redis.DB != 2 ||
+					o.ResourceTree.Redis.Username != "argocd-pull-manager" {
+					t.Errorf("the values give the options %+v", o)
+				}
+			}},
+		{"no resource trees", []string{"hubArgoCDCache.enabled=false"}, func(o *hub.Options) {
+			if o.ResourceTree.Enabled() {
+				t.Errorf("the resource trees are on: %+v", o.ResourceTree)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deploy := convert[appsv1.Deployment](t, one(t, render(t, tc.set...), "Deployment", namespace+"/"+managerName))
+			args := deploy.Spec.Template.Spec.Containers[0].Args
+			opts := hub.DefaultOptions()
+			fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+			parsed := opts.AddFlags(fs)
+			klog.InitFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("the manager's flags refuse its args %v: %v", args, err)
+			}
+			if fs.NArg() != 0 {
+				t.Errorf("the manager's args %v leave %v that no flag takes", args, fs.Args())
+			}
+			parsed()
+			if err := opts.Validate(); err != nil {
+				t.Errorf("the manager's args %v give invalid options: %v", args, err)
+			}
+			if tc.want != nil {
+				tc.want(&opts)
+			}
+		})
+	}
+}
+
+// TestUninstallArgsAreTheUninstallFlags parses the args of the chart's pre-delete hook
+// with the flags of `manager uninstall` (uninstall.Options.AddFlags, klog's): each arg
+// is one of its flags, and they name the manager's Deployment and Lease.
+func TestUninstallArgsAreTheUninstallFlags(t *testing.T) {
+	job := convert[batchv1.Job](t, one(t, render(t, "manager.clusterSecrets=false"), "Job", namespace+"/"+release+"-uninstall"))
+	args := job.Spec.Template.Spec.Containers[0].Args
+	if len(args) == 0 || args[0] != "uninstall" {
+		t.Fatalf("the hook's args %v do not start with uninstall", args)
+	}
+	opts := uninstall.Options{}
+	fs := flag.NewFlagSet("uninstall", flag.ContinueOnError)
+	opts.AddFlags(fs)
+	klog.InitFlags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatalf("the uninstall flags refuse the hook's args %v: %v", args, err)
+	}
+	want := uninstall.Options{Mode: uninstall.LeaveRunning, AddonName: addonName, ArgoCDNamespace: argocdNS, ClusterSecrets: false,
+		Namespace: namespace, Deployment: managerName, Lease: addonName + "-addon-manager", Timeout: opts.Timeout}
+	if fs.NArg() != 0 || opts != want || opts.Timeout <= 0 {
+		t.Errorf("the hook's args %v give %+v, want %+v and a timeout", args, opts, want)
+	}
+}
+
 // TestHubArgoCDCacheValuesAreTheManagersRedisOptions renders the chart with values of
 // hubArgoCDCache and parses the manager's args with the manager's own Redis flags
-// (argocdcache.ClientOptions.AddFlags, from hub.DefaultOptions): each value sets its
+// (argocdcache.ClientOptions.AddFlags, from resourcetree.DefaultSettings): each value sets its
 // option and nothing else, the options are valid, and the CA and client certificate
 // files are in the volumes of the ConfigMap and the Secret that the values name.
 func TestHubArgoCDCacheValuesAreTheManagersRedisOptions(t *testing.T) {
-	defaults := hub.DefaultOptions().ArgoCDRedis.ClientOptions
+	defaults := resourcetree.DefaultSettings().Redis.ClientOptions
 	for _, tc := range []struct {
 		name string
 		set  []string

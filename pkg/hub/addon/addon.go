@@ -37,31 +37,19 @@ const (
 	hubKubeconfigMountPath = "/var/run/hub"
 )
 
-// Options configure the addon.
+// Options configure the addon: the hub's settings that it shares with the hub
+// controllers (AddonName, required, and ArgoCDNamespace), which pkg/hub passes to each,
+// what it records with, and its own Settings.
 type Options struct {
 	// AddonName names the ClusterManagementAddOn and every ManagedClusterAddOn.
 	AddonName string
-	// AgentImage is the agent's image, before the registry overrides of the
-	// AddOnDeploymentConfig and of the ManagedCluster's image-registries annotation.
-	AgentImage string
-	// AgentImagePullPolicy is the agent container's imagePullPolicy; empty means
-	// IfNotPresent.
-	AgentImagePullPolicy corev1.PullPolicy
-	// AgentImagePullSecrets name Secrets in the agent's install namespace on each managed
-	// cluster that its Pod pulls the image with. OCM's klusterlet copies its
-	// open-cluster-management-image-pull-credentials into every addon namespace.
-	AgentImagePullSecrets []string
-	// WatchNamespaces are the namespaces of the managed clusters' Argo CD Applications.
-	WatchNamespaces []string
 	// ArgoCDNamespace is the namespace of the managed clusters' Argo CD
 	// application-controller and its Redis; empty means argocd.
 	ArgoCDNamespace string
 	// Recorder records a Warning Event on a ManagedClusterAddOn whose agent certificate
 	// request is not approved automatically (agentCSRApprover); nil records none.
 	Recorder events.EventRecorder
-	// MaxStatusSlicesPerCluster, when above 0, bounds the ApplicationStatusSlices of each
-	// cluster's agent with a ResourceQuota (sliceQuota); 0 keeps no quota.
-	MaxStatusSlicesPerCluster int
+	Settings
 }
 
 // AgentAddon renders the agent's manifests for each cluster (see Manifests) and grants

@@ -131,7 +131,7 @@ func TestAgentCSRApprovalOnARealHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(broadcaster.Shutdown)
-	a, err := NewAgentAddon(Options{AddonName: testAddon, AgentImage: "agent:test", WatchNamespaces: []string{"argocd"},
+	a, err := NewAgentAddon(Options{AddonName: testAddon, Settings: Settings{AgentImage: "agent:test", WatchNamespaces: []string{"argocd"}},
 		Recorder: broadcaster.NewRecorder(env.Scheme, CSRApproverName)}, admin, adminAddons)
 	if err != nil {
 		t.Fatal(err)

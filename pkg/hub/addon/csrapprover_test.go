@@ -216,7 +216,7 @@ func TestAgentCSRApprover(t *testing.T) {
 				csr.Labels[addonv1beta1.AddonLabelKey] = "other"
 			}, problem: "label " + addonv1beta1.AddonLabelKey, defaultApproves: true},
 	}
-	a, err := NewAgentAddon(Options{AddonName: testAddon, AgentImage: "agent:test", WatchNamespaces: []string{"argocd"}}, nil, nil)
+	a, err := NewAgentAddon(Options{AddonName: testAddon, Settings: Settings{AgentImage: "agent:test", WatchNamespaces: []string{"argocd"}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

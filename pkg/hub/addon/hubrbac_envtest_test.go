@@ -73,8 +73,8 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 			return resp, err
 		})
 	})
-	a, err := NewAgentAddon(Options{AddonName: addonName, AgentImage: "agent:test", WatchNamespaces: []string{"argocd"},
-		MaxStatusSlicesPerCluster: RecommendedMaxStatusSlicesPerCluster},
+	a, err := NewAgentAddon(Options{AddonName: addonName, Settings: Settings{AgentImage: "agent:test", WatchNamespaces: []string{"argocd"},
+		MaxStatusSlicesPerCluster: RecommendedMaxStatusSlicesPerCluster}},
 		kubernetes.NewForConfigOrDie(cfg), adminAddons)
 	if err != nil {
 		t.Fatal(err)

@@ -458,7 +458,7 @@ func TestAgentImageRegistries(t *testing.T) {
 }
 
 func TestAgentRedeployedWhenTheRegistriesAnnotationChanges(t *testing.T) {
-	a, err := NewAgentAddon(Options{AddonName: "argocd-pull", AgentImage: "i:v1", WatchNamespaces: []string{"argocd"}}, nil, nil)
+	a, err := NewAgentAddon(Options{AddonName: "argocd-pull", Settings: Settings{AgentImage: "i:v1", WatchNamespaces: []string{"argocd"}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

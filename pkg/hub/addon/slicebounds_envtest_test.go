@@ -51,7 +51,7 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &AgentAddon{opts: Options{AddonName: addonName, MaxStatusSlicesPerCluster: quota}, hubKube: admin}
+	a := &AgentAddon{opts: Options{AddonName: addonName, Settings: Settings{MaxStatusSlicesPerCluster: quota}}, hubKube: admin}
 	if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, mca); err != nil {
 		t.Fatal(err)
 	}

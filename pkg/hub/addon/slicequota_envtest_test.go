@@ -49,7 +49,7 @@ func TestSliceQuotaRepair(t *testing.T) {
 	}
 	rbac.start(ctx)
 	go repair.run(ctx)
-	a := &AgentAddon{opts: Options{AddonName: addonName, MaxStatusSlicesPerCluster: 6}, hubKube: admin}
+	a := &AgentAddon{opts: Options{AddonName: addonName, Settings: Settings{MaxStatusSlicesPerCluster: 6}}, hubKube: admin}
 
 	// setStatus writes the quota's status as the resourcequota controller does: the
 	// limits, and the slices counted or not.

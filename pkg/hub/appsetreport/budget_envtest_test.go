@@ -56,7 +56,7 @@ func TestReportOfTwoThousandClustersStaysWithinItsBudget(t *testing.T) {
 		budget     = defaultBudgetBytes
 	)
 	opts := Options{AddonName: clusterreport.DefaultAddonName, WatchNamespaces: []string{namespace}, Concurrency: 2,
-		WriteInterval: time.Second, BudgetBytes: budget}
+		Settings: Settings{WriteInterval: time.Second, BudgetBytes: budget}}
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(gomega.Succeed())
 	// The other test of the package may have left ACM's schema served.
 	ourSchema := reportCRDSchema(t)

@@ -20,8 +20,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
-// defaultBudgetBytes is hub.DefaultOptions().ReportBudgetBytes (pkg/hub imports this
-// package).
+// defaultBudgetBytes is DefaultSettings().BudgetBytes, as a constant.
 const defaultBudgetBytes = 1 << 20
 
 // etcdObjectLimit is etcd's default --max-request-bytes, the most one object may take.

@@ -72,8 +72,9 @@ const (
 	ReasonReportComplete = "ReportComplete"
 )
 
-// Options configure the ApplicationSet report controller. AddonName, Concurrency and
-// BudgetBytes are required; pkg/hub's DefaultOptions holds the defaults.
+// Options configure the ApplicationSet report controller: the hub's settings that it
+// shares with the other hub controllers (AddonName and Concurrency, required, and
+// WatchNamespaces), which pkg/hub passes to each, and its own Settings.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -82,18 +83,7 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// WriteInterval paces the writes of one report: after writeBurst writes in a row,
-	// one per interval; the changes in between go into the next write. A report of a
-	// thousand clusters is hundreds of kilobytes, and every app of the ApplicationSet
-	// changes it while it rolls out. An isolated change is written at once, even just
-	// after a write. Negative means no limit. The interval also grows to writeCostFactor
-	// times the last write's duration, so that a busy apiserver spends at most about a
-	// tenth of its time on each report.
-	WriteInterval time.Duration
-	// BudgetBytes bounds each report: the most bytes it may take as JSON, metadata
-	// included. A report that does not fit at full detail is cut (CutToBudget), its
-	// counts exact. At least MinBudgetBytes; etcd refuses objects over about 1.5 MiB.
-	BudgetBytes int64
+	Settings
 }
 
 // writeCostFactor: the pace of a report's writes is at least this many times as long as
@@ -101,7 +91,7 @@ type Options struct {
 const writeCostFactor = 10
 
 // writeBurst is how many writes of one report may follow each other without waiting
-// for the pace (Options.WriteInterval). Unrelated changes to the apps of one
+// for the pace (Settings.WriteInterval). Unrelated changes to the apps of one
 // ApplicationSet often come a few within seconds; with a burst of two, every third one
 // waited for the pace (seconds for a report of a megabyte), the tail of P2 in
 // docs/benchmarks.md. Five are written at once; a rollout of hundreds of apps still
@@ -129,8 +119,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.BudgetBytes < MinBudgetBytes {
-		errs = append(errs, fmt.Errorf("the report budget is %d bytes; it must be at least %d", o.BudgetBytes, MinBudgetBytes))
+	if err := o.Validate(); err != nil { // Settings.Validate
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

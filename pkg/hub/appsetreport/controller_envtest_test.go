@@ -111,8 +111,8 @@ func TestReportController(t *testing.T) {
 
 	// The manager as pkg/hub.Run builds it (its scheme and cache), and one decoder of the
 	// agents' reports; writes counts the controller's writes.
-	opts := Options{AddonName: clusterreport.DefaultAddonName, WatchNamespaces: []string{appsNamespace}, Concurrency: 2, WriteInterval: time.Second,
-		BudgetBytes: defaultBudgetBytes}
+	opts := Options{AddonName: clusterreport.DefaultAddonName, WatchNamespaces: []string{appsNamespace}, Concurrency: 2,
+		Settings: DefaultSettings()}
 	decoder := observed.NewDecoder()
 	writes := &testenv.WriteLog{}
 	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces, ReportFieldManager: FieldManager}

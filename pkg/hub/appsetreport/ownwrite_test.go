@@ -15,7 +15,7 @@ import (
 // a later one replaced), of another report, and a deletion pass; a forgotten report's
 // events pass.
 func TestNotOwnWrite(t *testing.T) {
-	r := &reconciler{opts: Options{WriteInterval: -1}, pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{}}
+	r := &reconciler{opts: Options{Settings: Settings{WriteInterval: -1}}, pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{}}
 	key := types.NamespacedName{Namespace: "argocd", Name: "guestbook"}
 	report := func(name, rv string) *appsv1alpha1.MulticlusterApplicationSetReport {
 		return &appsv1alpha1.MulticlusterApplicationSetReport{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name, ResourceVersion: rv}}

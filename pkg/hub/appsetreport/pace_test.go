@@ -12,7 +12,7 @@ import (
 // is longer; a report left alone for an interval earns its credit back.
 func TestWritePace(t *testing.T) {
 	const interval = time.Second
-	r := &reconciler{opts: Options{WriteInterval: interval}, pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{}}
+	r := &reconciler{opts: Options{Settings: Settings{WriteInterval: interval}}, pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{}}
 	key := types.NamespacedName{Namespace: "argocd", Name: "guestbook"}
 	near := func(got, want time.Duration) bool { return got <= want && got > want-100*time.Millisecond }
 

@@ -40,7 +40,7 @@ func TestTruncationEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			recorder := events.NewFakeRecorder(10)
-			r := &reconciler{recorder: recorder, opts: Options{BudgetBytes: 1 << 20}, truncated: map[types.NamespacedName]bool{}}
+			r := &reconciler{recorder: recorder, opts: Options{Settings: Settings{BudgetBytes: 1 << 20}}, truncated: map[types.NamespacedName]bool{}}
 			key := types.NamespacedName{Namespace: "openshift-gitops", Name: "guestbook"}
 			for i, s := range tt.steps {
 				var truncated *appsv1alpha1.ReportTruncation
@@ -60,7 +60,7 @@ func TestTruncationEvents(t *testing.T) {
 		})
 	}
 	// A report that goes (its ApplicationSet deleted) is forgotten.
-	r := &reconciler{recorder: events.NewFakeRecorder(10), opts: Options{BudgetBytes: 1 << 20, WriteInterval: -1}, written: map[types.NamespacedName]string{},
+	r := &reconciler{recorder: events.NewFakeRecorder(10), opts: Options{Settings: Settings{BudgetBytes: 1 << 20, WriteInterval: -1}}, written: map[types.NamespacedName]string{},
 		truncated: map[types.NamespacedName]bool{}, pace: map[types.NamespacedName]writePace{}}
 	key := types.NamespacedName{Namespace: "openshift-gitops", Name: "guestbook"}
 	r.swapTruncated(key, true, false)

@@ -38,7 +38,7 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 	const appNamespace, cluster = "apps-guarded", "cluster-hostile"
 	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
 	c := env.Client
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, ProgressingHold: 100 * time.Millisecond}
+	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
 	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
 		func(mgr ctrl.Manager, c client.Client) error {
 			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))

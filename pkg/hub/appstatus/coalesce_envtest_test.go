@@ -54,7 +54,7 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 	env := shared.Get(t)
 	ctx, g := testenv.Begin(t, env, namespace, cluster)
 	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: env.Client, writes: &testenv.WriteLog{}}
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, ProgressingHold: 100 * time.Millisecond, CoalesceWindow: window}
+	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond, CoalesceWindow: window}}
 	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, f.writes,
 		func(mgr ctrl.Manager, c client.Client) error {
 			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))

@@ -37,8 +37,9 @@ import (
 // ControllerName names the status mirror: its logs and metrics.
 const ControllerName = "argocd-pull-appstatus"
 
-// Options configure the status mirror. AddonName, Concurrency and ProgressingHold are
-// required; pkg/hub's DefaultOptions holds the defaults. CoalesceWindow is optional.
+// Options configure the status mirror: the hub's settings that it shares with the other
+// hub controllers (AddonName and Concurrency, required, and WatchNamespaces), which
+// pkg/hub passes to each, and its own Settings.
 type Options struct {
 	// AddonName names every ManagedClusterAddOn of the addon.
 	AddonName string
@@ -47,13 +48,7 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// ProgressingHold is how long a Progressing written before Healthy stays, for an app
-	// of a RollingSync ApplicationSet, so that the ApplicationSet controller sees it.
-	ProgressingHold time.Duration
-	// CoalesceWindow is how long after the first change of an app, on any channel, the
-	// mirror reconciles it: what arrives in that window is one write. Zero means
-	// DefaultCoalesceWindow.
-	CoalesceWindow time.Duration
+	Settings
 }
 
 // validate reports options that cannot work.
@@ -65,11 +60,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if o.ProgressingHold <= 0 {
-		errs = append(errs, fmt.Errorf("the progressing hold is %v; it must be positive", o.ProgressingHold))
-	}
-	if o.CoalesceWindow < 0 {
-		errs = append(errs, fmt.Errorf("the coalescing window is %v; it must not be negative", o.CoalesceWindow))
+	if err := o.Validate(); err != nil { // Settings.Validate
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

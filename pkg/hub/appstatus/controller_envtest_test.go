@@ -43,7 +43,7 @@ func TestStatusMirror(t *testing.T) {
 	// scope explains.
 	writes := &testenv.WriteLog{}
 	decoder := observed.NewDecoder().WithAbsenceGrace(time.Minute)
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, ProgressingHold: 300 * time.Millisecond}
+	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 300 * time.Millisecond}}
 	scope := hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd", WatchNamespaces: opts.WatchNamespaces}
 	testenv.StartManager(t, env, scope, writes, func(mgr ctrl.Manager, c client.Client) error {
 		return Setup(mgr, c, decoder, opts)

@@ -50,7 +50,9 @@ const (
 	PlaceholderServerFormat = "https://%s.ocm.invalid"
 )
 
-// Options configure the controller. All fields are required.
+// Options configure the controller: the hub's settings that it shares with the other hub
+// controllers, which pkg/hub passes to each (Settings say whether it runs). All fields
+// are required.
 type Options struct {
 	// AddonName names the ManagedClusterAddOn that opts a cluster in.
 	AddonName string

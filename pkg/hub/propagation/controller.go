@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -43,9 +42,10 @@ const (
 	PauseFieldManager = PauseControllerName
 )
 
-// Options configure the propagation controllers. AddonName, ArgoCDNamespace,
-// Concurrency and HubClusterName are required; pkg/hub's DefaultOptions holds the
-// defaults.
+// Options configure the propagation controllers: the hub's settings that they share
+// with the other hub controllers (AddonName, ArgoCDNamespace, WatchNamespaces,
+// Concurrency, HubClusterName, all required), which pkg/hub passes to each, and their
+// own Settings.
 type Options struct {
 	// AddonName names the ClusterManagementAddOn and every ManagedClusterAddOn of the
 	// addon. A cluster is opted in when its namespace holds a ManagedClusterAddOn of this
@@ -56,28 +56,12 @@ type Options struct {
 	// WatchNamespaces limits propagation to the hub Applications of these namespaces;
 	// empty means all namespaces.
 	WatchNamespaces []string
-	// RequirePlacementBinding propagates an Application only when a PlacementDecision in
-	// its namespace selects the target cluster.
-	RequirePlacementBinding bool
 	// Concurrency is the number of parallel reconciles of each controller.
 	Concurrency int
 	// HubClusterName names the hub's own ManagedCluster, which is never a pull target
 	// (a ManagedCluster labelled LabelLocalCluster "true" is not either).
 	HubClusterName string
-	// OptOutGracePeriod is how long the works of an Application are kept once its
-	// cluster is no longer a target: the cluster left the Application's placement, its
-	// ManagedClusterAddOn is gone, or the ManagedCluster is gone. Placements, clusters
-	// and opt-ins flicker (a decision page rewritten, a cluster unreachable, an addon
-	// re-created by its install strategy), and deleting a work prunes the managed
-	// cluster, so only a loss that lasts this long deletes them. 0 deletes them at once;
-	// a negative value never deletes them for this reason.
-	OptOutGracePeriod time.Duration
-	// TakeOverForeignWorks makes the manager treat the pulled works that another
-	// controller made for an Application (Red Hat ACM's pull controller) as its own:
-	// it updates them, labels them as its own, and deletes them when they are stale.
-	// Without it, an Application with such a work is left to that controller. Turn it
-	// on only once the other controller no longer serves these Applications.
-	TakeOverForeignWorks bool
+	Settings
 }
 
 // validate reports options that cannot work.

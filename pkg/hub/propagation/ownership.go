@@ -27,7 +27,7 @@ import (
 // argoapp.LabelAddon names this addon. A work without that label, from a version of
 // the manager that did not set it, is the manager's when the manager's field manager
 // applied it (read from the apiserver: the cache holds no managed fields); the next
-// apply labels it. With Options.TakeOverForeignWorks, every work is the manager's.
+// apply labels it. With Settings.TakeOverForeignWorks, every work is the manager's.
 func (r *reconciler) worksOf(ctx context.Context, key types.NamespacedName) (ours, foreign []workv1.ManifestWork, err error) {
 	works := &workv1.ManifestWorkList{}
 	if err := r.client.List(ctx, works, client.MatchingFields{indexWorkByApplication: key.String()}); err != nil {

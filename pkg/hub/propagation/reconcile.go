@@ -72,7 +72,7 @@ const (
 
 	// The reasons below say that the cluster is not a target of the Application (any
 	// more). No new work is created; an existing work is kept for
-	// Options.OptOutGracePeriod, and deleted once the loss lasted that long.
+	// Settings.OptOutGracePeriod, and deleted once the loss lasted that long.
 
 	// ReasonClusterNotFound: the target ManagedCluster does not exist, or is being
 	// deleted.

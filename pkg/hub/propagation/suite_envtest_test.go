@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,12 +59,12 @@ func (f *fixture) workWrites() int {
 	return f.writes.Matching("apply ManifestWork ", "delete ManifestWork ")
 }
 
-// testOptions returns the options of a test's controllers: those of pkg/hub's
-// DefaultOptions, with the test's own names.
+// testOptions returns the options of a test's controllers: the default settings, with
+// the test's own names.
 func testOptions(id, appsNamespace string) Options {
 	return Options{
 		AddonName: "addon-" + id, ArgoCDNamespace: "argocd-" + id, WatchNamespaces: []string{appsNamespace},
-		RequirePlacementBinding: true, Concurrency: 2, HubClusterName: "local-cluster", OptOutGracePeriod: time.Hour,
+		Concurrency: 2, HubClusterName: "local-cluster", Settings: DefaultSettings(),
 	}
 }
 

@@ -43,8 +43,10 @@ const (
 	ReasonWritten = "ResourceTreeWritten"
 )
 
-// Options configure the controller. AddonName, ArgoCDNamespace, Concurrency and Redis
-// are required; pkg/hub's DefaultOptions holds the defaults.
+// Options configure the controller: the hub's settings that it shares with the other
+// hub controllers (AddonName, ArgoCDNamespace and Concurrency, required, WatchNamespaces
+// and HubClusterName), which pkg/hub passes to each, and its own Settings, whose Redis
+// is required.
 type Options struct {
 	// AddonName names the addon whose agents' slices are read.
 	AddonName string
@@ -56,25 +58,10 @@ type Options struct {
 	WatchNamespaces []string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
-	// Redis is how to reach the hub Argo CD's Redis.
-	Redis RedisOptions
 	// HubClusterName names the hub's own ManagedCluster: the nodes of an app whose
 	// destination names it carry no UID (NodeIdentityOf).
 	HubClusterName string
-}
-
-// RedisOptions say how to reach and write the hub Argo CD's Redis; the defaults
-// (pkg/hub) are those of a stock Argo CD install.
-type RedisOptions struct {
-	// ClientOptions say how to reach it (argocd-redis.<namespace>.svc:6379, the password
-	// of the Secret argocd-redis in ArgoCDNamespace); Setup sets its PoolSize.
-	argocdcache.ClientOptions
-	// Compression must be that of the hub Argo CD (--redis-compress, gzip by default).
-	Compression argocdcache.Compression
-	// Expiration is how long an entry lives without being written again
-	// (argocdcache.DefaultExpiration, as the application-controller's); the controller
-	// writes every app's entries again after half of it.
-	Expiration time.Duration
+	Settings
 }
 
 func (o Options) validate() error {
@@ -88,14 +75,8 @@ func (o Options) validate() error {
 	if o.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
 	}
-	if err := o.Redis.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("the hub Argo CD's Redis: %w", err))
-	}
-	if _, err := argocdcache.ParseCompression(string(o.Redis.Compression)); err != nil {
+	if err := o.Validate(); err != nil { // Settings.Validate
 		errs = append(errs, err)
-	}
-	if o.Redis.Expiration < 2*time.Second {
-		errs = append(errs, fmt.Errorf("the cache expiration is %v; it must be at least 2s", o.Redis.Expiration))
 	}
 	return errors.Join(errs...)
 }
@@ -192,7 +173,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		// Gone: remove what this process wrote. What an earlier process wrote for an app
-		// deleted since expires (Options.Redis.Expiration); argocd-server shows no tree
+		// deleted since expires (Settings.Redis.Expiration); argocd-server shows no tree
 		// of an app that does not exist.
 		return ctrl.Result{}, r.remove(ctx, req.NamespacedName, instance, nil)
 	}

@@ -61,10 +61,10 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	redis.RequireAuth("s3cret")
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
 		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})).To(gomega.Succeed())
-	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
+	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
 		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey},
 		Compression:   argocdcache.CompressionGzip, Expiration: time.Hour,
-	}}
+	}}}
 	startTreeManager(t, env, opts)
 
 	// Two hub apps: one pulled (skip-reconcile), one that the hub Argo CD also pushes.
@@ -250,9 +250,9 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
 	}
 	redis := miniredis.RunT(t)
-	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Redis: resourcetree.RedisOptions{
+	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
 		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-	}}
+	}}}
 	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
 	hub := testenv.NewHub(t, env, "argocd")
@@ -344,9 +344,9 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 	}
 	redis := miniredis.RunT(t)
 	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
-		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
+		HubClusterName: "local-cluster", Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
 			ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-		}})
+		}}})
 
 	hub := testenv.NewHub(t, env, "argocd")
 	hub.Create(hub.Application(name, cluster)) // destination: https://kubernetes.default.svc
@@ -416,12 +416,12 @@ func TestWritesTheTreeAsConfigured(t *testing.T) {
 	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
 		Data: map[string][]byte{"password": []byte(password)}})).To(gomega.Succeed())
 	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
-		HubClusterName: "local-cluster", Redis: resourcetree.RedisOptions{
+		HubClusterName: "local-cluster", Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
 			ClientOptions: argocdcache.ClientOptions{Addr: server.Addr, DB: 4, Username: user,
 				PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
 				TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}},
 			Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-		}})
+		}}})
 
 	hub := testenv.NewHub(t, env, "argocd")
 	hub.Create(hub.Application(name, cluster))

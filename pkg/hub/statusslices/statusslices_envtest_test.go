@@ -47,7 +47,7 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 	// The manager as pkg/hub.Run builds it (its scheme, and its cache, which keeps the
 	// slices without the tree's nodes), and the decoder with the slices reader, as
 	// pkg/hub.SetupControllers hands it to the status mirror.
-	opts := appstatus.Options{AddonName: addonName, Concurrency: 4, ProgressingHold: 100 * time.Millisecond}
+	opts := appstatus.Options{AddonName: addonName, Concurrency: 4, Settings: appstatus.Settings{ProgressingHold: 100 * time.Millisecond}}
 	var mgrCache cache.Cache
 	testenv.StartManager(t, env, hubcache.Scope{AddonName: addonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
 		func(mgr ctrl.Manager, c client.Client) error {

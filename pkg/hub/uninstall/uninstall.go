@@ -8,6 +8,7 @@ package uninstall
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"time"
@@ -65,6 +66,20 @@ type Options struct {
 	// Timeout bounds the wait for the manager to stop and for the clusters to act on their
 	// works. What is left after it is logged and left in place.
 	Timeout time.Duration
+}
+
+// AddFlags registers on fs a flag for each option, its default o's.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar((*string)(&o.Mode), "mode", string(o.Mode),
+		fmt.Sprintf("%s: the clusters keep their Applications and workloads; %s: the Applications are removed from the clusters", LeaveRunning, RemoveApps))
+	fs.StringVar(&o.AddonName, "addon-name", o.AddonName, "name of the ClusterManagementAddOn")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-namespace", o.ArgoCDNamespace, "namespace of the hub Argo CD (the cluster Secrets)")
+	fs.BoolVar(&o.ClusterSecrets, "cluster-secrets", o.ClusterSecrets,
+		"the manager's --cluster-secrets: delete the Argo CD cluster Secrets it made; false leaves them (the manager may not touch them then)")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the manager's Deployment and leader election Lease")
+	fs.StringVar(&o.Deployment, "deployment", o.Deployment, "the manager's Deployment, scaled to zero first")
+	fs.StringVar(&o.Lease, "lease", o.Lease, "the manager's leader election Lease")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the manager to stop and for the clusters to act on their works")
 }
 
 func (o Options) validate() error {
