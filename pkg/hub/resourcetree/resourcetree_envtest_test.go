@@ -541,6 +541,6 @@ func TestWritesTheDiffsOfOutOfSyncResources(t *testing.T) {
 			g.Expect(argocdcache.Decode(raw, true, &v)).To(gomega.Succeed())
 			plain, _ = json.Marshal(v)
 		}
-		g.Expect(string(raw) + string(plain)).NotTo(gomega.ContainSubstring("c2VjcmV0"), "the forged Secret's data is in %s", key)
+		g.Expect(string(raw)+string(plain)).NotTo(gomega.ContainSubstring("c2VjcmV0"), "the forged Secret's data is in %s", key)
 	}
 }
