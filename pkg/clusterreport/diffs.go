@@ -196,7 +196,10 @@ func diffBytes(d statusv1alpha1.ResourceDiff) int {
 
 // CarriedDiffs returns the diffs of an entry that the hub may write into its Argo CD's
 // cache, by group/kind/namespace/name: those of the entry's OutOfSync resources whose
-// states pass RedactedState again (the agent checked them; the hub does not rely on it).
+// states pass RedactedState again (the agent checked them; the hub does not rely on it),
+// and whose namespace and name are names Kubernetes gives an object (PathSegmentName):
+// `argocd app diff` writes the states to files named after the resource, which a name
+// such as "../x" would put outside its temporary directory on the user's machine.
 func CarriedDiffs(e statusv1alpha1.AppStatus) map[string]statusv1alpha1.ResourceDiff {
 	if len(e.Diffs) == 0 {
 		return nil
@@ -210,7 +213,7 @@ func CarriedDiffs(e statusv1alpha1.AppStatus) map[string]statusv1alpha1.Resource
 	out := make(map[string]statusv1alpha1.ResourceDiff, len(e.Diffs))
 	for _, d := range e.Diffs[:min(len(e.Diffs), MaxDiffsPerApp)] {
 		key := nodeKey(d.Group, d.Kind, d.Namespace, d.Name)
-		if !outOfSync[key] {
+		if !outOfSync[key] || !PathSegmentName(d.Name) || (d.Namespace != "" && !PathSegmentName(d.Namespace)) {
 			continue
 		}
 		if checked, ok := carriedDiff(d); ok {
@@ -223,4 +226,11 @@ func CarriedDiffs(e statusv1alpha1.AppStatus) map[string]statusv1alpha1.Resource
 // DiffKey is the key of a resource in CarriedDiffs.
 func DiffKey(group, kind, namespace, name string) string {
 	return nodeKey(group, kind, namespace, name)
+}
+
+// PathSegmentName reports whether name is one the apiserver accepts for any object
+// (apimachinery's path segment rule: not empty, "." or "..", no "/" or "%"), so that it
+// is safe as a file name.
+func PathSegmentName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/%")
 }

