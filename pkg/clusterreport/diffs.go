@@ -53,8 +53,8 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // its key or its own apiVersion and kind) is carried only when every value of its data
 // and stringData is Argo CD's mask (only "+"), as Argo CD's application-controller
 // caches it: a Secret's data never leaves the managed cluster, nor reaches the hub's
-// cache, even if something upstream failed to redact it. Its last-applied-configuration
-// annotation is left out.
+// cache, even if something upstream failed to redact it. A Secret's state is what its
+// decoding holds, encoded again, without the last-applied-configuration annotation.
 func RedactedState(group, kind, state string) (string, bool) {
 	if state == "" || state == "null" {
 		return "", true
@@ -92,21 +92,20 @@ func RedactedState(group, kind, state string) (string, bool) {
 	}
 	if metadata, ok := obj["metadata"].(map[string]any); ok {
 		if annotations, ok := metadata["annotations"].(map[string]any); ok {
-			if _, ok := annotations[lastAppliedAnnotation]; !ok {
-				return state, true
-			}
 			delete(annotations, lastAppliedAnnotation)
 			if len(annotations) == 0 {
 				delete(metadata, "annotations")
 			}
-			out, err := json.Marshal(obj)
-			if err != nil {
-				return "", false
-			}
-			return string(out), true
 		}
 	}
-	return state, true
+	// Encoded again, always: the text of the state could hold what its decoding does not
+	// show (a key twice, the first one's value plain), and Argo CD's own encoding of an
+	// object is this one (sorted keys), so a state as Argo CD cached it stays the same.
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return "", false
+	}
+	return string(out), true
 }
 
 // diffs returns the Diffs of an entry of resources (sorted, as Entry sorts them) from
@@ -145,14 +144,18 @@ func diffs(resources []statusv1alpha1.ResourceStatus, states States) ([]statusv1
 			missing++
 			continue
 		}
+		// Over the budget as cached, it is not even parsed: the agent reads up to 16 MiB
+		// of states, and carries a sixty-fourth of it.
+		if len(out) == MaxDiffsPerApp || diffBytes(d) > budget {
+			overBudget++
+			continue
+		}
 		diff, ok := carriedDiff(d)
 		switch {
 		case !ok:
 			unredacted++
 		case diff.LiveState == "" && diff.TargetState == "":
 			missing++
-		case len(out) == MaxDiffsPerApp || diffBytes(diff) > budget:
-			overBudget++
 		default:
 			budget -= diffBytes(diff)
 			out = append(out, diff)

@@ -1,6 +1,7 @@
 package clusterreport
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,6 +34,8 @@ func TestRedactedState(t *testing.T) {
 		{"a Secret under another key", "apps", "Deployment", `{"apiVersion":"v1","kind":"Secret","data":{"a":"c2VjcmV0"}}`, "", false},
 		{"a Secret's last-applied-configuration", "", "Secret", `{"apiVersion":"v1","data":{"password":"++++++++"},"kind":"Secret",` + lastApplied + `}`,
 			`{"apiVersion":"v1","data":{"password":"++++++++"},"kind":"Secret","metadata":{"name":"db"}}`, true},
+		{"a Secret's data twice, the first plain", "", "Secret", `{"apiVersion":"v1","data":{"a":"c2VjcmV0"},"data":{"a":"++++++++"},"kind":"Secret"}`,
+			`{"apiVersion":"v1","data":{"a":"++++++++"},"kind":"Secret"}`, true},
 		{"a list", "", "ConfigMap", `[{"kind":"ConfigMap"}]`, "", false},
 		{"not JSON", "", "ConfigMap", `{"kind":`, "", false},
 	} {
@@ -152,4 +155,47 @@ func TestFitEntryCutsTheDiffsFirst(t *testing.T) {
 	if int(fitted.DiffsOmitted)+len(fitted.Diffs) != 6 || fitted.DiffsOmitted == 0 || !strings.Contains(fitted.DiffsMessage, "one ApplicationStatusSlice") {
 		t.Errorf("%d diffs kept, %d omitted, %q", len(fitted.Diffs), fitted.DiffsOmitted, fitted.DiffsMessage)
 	}
+}
+
+// FuzzRedactedState: whatever a state holds, what RedactedState lets go of a Secret (by
+// its key or its own apiVersion and kind) is a JSON object whose data and stringData
+// values are all Argo CD's masks.
+func FuzzRedactedState(f *testing.F) {
+	for _, seed := range []string{
+		`{"apiVersion":"v1","kind":"Secret","data":{"a":"++++++++"}}`,
+		`{"apiVersion":"v1","kind":"Secret","data":{"a":"c2VjcmV0"}}`,
+		`{"apiVersion":"v1","kind":"Secret","stringData":{"a":"s"},"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}"}}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"x"}}`,
+		`{"kind":"Secret","apiVersion":"v1","data":null}`, `null`, `[]`, `{"kind":"Secret","kind":"ConfigMap","apiVersion":"v1","data":{"a":"x"}}`,
+	} {
+		f.Add("", "Secret", seed)
+		f.Add("apps", "Deployment", seed)
+	}
+	f.Fuzz(func(t *testing.T, group, kind, state string) {
+		out, ok := RedactedState(group, kind, state)
+		if !ok || out == "" {
+			return
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(out), &obj); err != nil {
+			t.Fatalf("%q let go as %q, not a JSON object: %v", state, out, err)
+		}
+		if !(group == "" && kind == "Secret") && !(obj["apiVersion"] == "v1" && obj["kind"] == "Secret") {
+			return
+		}
+		if again, _ := json.Marshal(obj); string(again) != out {
+			t.Fatalf("%q let go as %q, which its decoding %s does not show whole", state, out, again)
+		}
+		for _, field := range []string{"data", "stringData"} {
+			values, _ := obj[field].(map[string]any)
+			for k, v := range values {
+				if s, _ := v.(string); s == "" || strings.Trim(s, "+") != "" {
+					t.Fatalf("%q let go as %q: %s.%s is %v", state, out, field, k, v)
+				}
+			}
+			if obj[field] != nil && values == nil {
+				t.Fatalf("%q let go as %q: %s is %v", state, out, field, obj[field])
+			}
+		}
+	})
 }
