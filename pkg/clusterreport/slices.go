@@ -473,8 +473,8 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 func fitDiffs(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	all := e.Diffs
 	out := e
-	out.DiffsMessage = TruncateMessage(fmt.Sprintf("The diff leaves out resources whose states do not fit in one ApplicationStatusSlice (%d KiB) with the rest of the application's status. %s",
-		MaxSliceBytes/1024, e.DiffsMessage), MaxMessageBytes)
+	out.DiffsMessage = TruncateMessage(strings.TrimSpace(fmt.Sprintf("The diff leaves out resources whose states do not fit in one ApplicationStatusSlice (%d KiB) with the rest of the application's status. %s",
+		MaxSliceBytes/1024, e.DiffsMessage)), MaxMessageBytes)
 	keep := fitCount(len(all), func(n int) bool {
 		out.Diffs = all[:n]
 		out.DiffsOmitted = e.DiffsOmitted + int32(len(all)-n)
