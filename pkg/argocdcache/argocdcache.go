@@ -60,8 +60,9 @@ const (
 	DefaultExpiration = time.Hour
 )
 
-// ReaderACLRules are the rules of a Redis ACL user that can read the apps' resource trees
-// and their notifications and nothing else: GET on the tree keys, PSUBSCRIBE on the
+// ReaderACLRules are the rules of a Redis ACL user that can read the apps' resource trees,
+// their managed resources (the states of Argo CD's diff, Secrets redacted) and their
+// notifications and nothing else: GET on the tree and managed-resources keys, PSUBSCRIBE on the
 // pattern of the tree notifications (which Redis matches literally against a PSUBSCRIBE
 // pattern), PING (go-redis pings an idle subscription every 3 s), and no other command,
 // key or channel. AUTH (and HELLO's answer to it) needs no rule. Give them to the agent's
@@ -71,7 +72,7 @@ const (
 //
 // docs/operations.md, "The agent's Redis user", shows the line.
 func ReaderACLRules() []string {
-	return []string{"resetkeys", "~" + TreeKeyPrefix + "*", "resetchannels", "&" + TreeNotificationPattern(), "-@all", "+get", "+psubscribe", "+ping"}
+	return []string{"resetkeys", "~" + TreeKeyPrefix + "*", "~" + ManagedResourcesKeyPrefix + "*", "resetchannels", "&" + TreeNotificationPattern(), "-@all", "+get", "+psubscribe", "+ping"}
 }
 
 // Compression is how values are compressed (--redis-compress, REDIS_COMPRESSION). Every

@@ -58,13 +58,20 @@ func TestSliceSchemaBoundsAreTheEncoders(t *testing.T) {
 	}
 	maxLength["apps.[].resources.[].status"] = maxStatusBytes
 	for _, field := range []string{"group", "kind", "namespace", "name"} {
+		maxLength["apps.[].diffs.[]."+field] = MaxNameBytes
+	}
+	for _, field := range []string{"liveState", "targetState", "predictedLiveState"} {
+		maxLength["apps.[].diffs.[]."+field] = MaxDiffBytesPerApp
+	}
+	maxLength["apps.[].diffsMessage"] = MaxMessageBytes
+	for _, field := range []string{"group", "kind", "namespace", "name"} {
 		maxLength["apps.[].nodes.[].parentRefs.[]."+field] = MaxNameBytes
 	}
 	maxItems := map[string]int{
 		"apps": MaxAppsPerSlice, "apps.[].sync.revisions": MaxRevisions, "apps.[].conditions": MaxSliceConditionsPerApp,
 		"apps.[].resources": MaxSliceResourcesPerApp, "apps.[].nodes": MaxSliceNodesPerApp,
 		"apps.[].resources.[].images": MaxImagesPerResource, "apps.[].nodes.[].images": MaxImagesPerResource,
-		"apps.[].nodes.[].parentRefs": MaxParentRefsPerNode,
+		"apps.[].nodes.[].parentRefs": MaxParentRefsPerNode, "apps.[].diffs": MaxDiffsPerApp,
 	}
 	for path, want := range maxLength {
 		if got := at(path).MaxLength; got == nil || *got != int64(want) {

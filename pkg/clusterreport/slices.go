@@ -81,6 +81,11 @@ type Tree struct {
 	Nodes []statusv1alpha1.ResourceNode
 	// Unavailable says why the tree could not be read; empty when Nodes are Argo CD's.
 	Unavailable string
+	// States are Argo CD's cached states of the app's resources, from which Entry takes
+	// the Diffs of the OutOfSync ones. The agent reads them, or says in
+	// States.Unavailable why not, whenever the app has an OutOfSync resource; none read
+	// (the zero States) gives an entry no diffs and counts none omitted.
+	States States
 }
 
 // Entry returns the status-channel entry of app: every resource, with its health and
@@ -174,6 +179,9 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	slices.SortFunc(e.Nodes, func(a, b statusv1alpha1.ResourceNode) int {
 		return cmp.Or(compareRefs(a.Group, a.Kind, a.Namespace, a.Name, b.Group, b.Kind, b.Namespace, b.Name), strings.Compare(a.Version, b.Version))
 	})
+	if tree.States.Diffs != nil || tree.States.Unavailable != "" {
+		e.Diffs, e.DiffsOmitted, e.DiffsMessage = diffs(e.Resources, tree.States)
+	}
 	if tree.Unavailable != "" {
 		e.TreeSource, e.TreeMessage = statusv1alpha1.TreeSourceNone, TruncateMessage(tree.Unavailable, MaxMessageBytes)
 	} else {
@@ -365,6 +373,12 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 	if EntrySize(e) <= MaxSliceBytes {
 		return e
 	}
+	if len(e.Diffs) > 0 {
+		e = fitDiffs(e)
+		if EntrySize(e) <= MaxSliceBytes {
+			return e
+		}
+	}
 	cut := &statusv1alpha1.Truncation{Reason: statusv1alpha1.TruncationExceedsSliceLimit}
 	if e.Truncated != nil {
 		*cut = *e.Truncated
@@ -450,6 +464,27 @@ func FitEntry(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
 		return EntrySize(out) <= MaxSliceBytes
 	})
 	out.Conditions, cut.ConditionsOmitted = conditions[:keepConditions], countedConditions+int32(len(conditions)-keepConditions)
+	return out
+}
+
+// fitDiffs returns e with as many of its Diffs, in their order, as fit in MaxSliceBytes;
+// those left out are counted in DiffsOmitted, and DiffsMessage says so. The diffs go
+// before anything else of an app that exceeds a slice: they are the largest part of it,
+// and the app's status stands without them.
+func fitDiffs(e statusv1alpha1.AppStatus) statusv1alpha1.AppStatus {
+	all := e.Diffs
+	out := e
+	out.DiffsMessage = TruncateMessage(strings.TrimSpace(fmt.Sprintf("The diff leaves out resources whose states do not fit in one ApplicationStatusSlice (%d KiB) with the rest of the application's status. %s",
+		MaxSliceBytes/1024, e.DiffsMessage)), MaxMessageBytes)
+	keep := fitCount(len(all), func(n int) bool {
+		out.Diffs = all[:n]
+		out.DiffsOmitted = e.DiffsOmitted + int32(len(all)-n)
+		return EntrySize(out) <= MaxSliceBytes
+	})
+	out.Diffs, out.DiffsOmitted = all[:keep], e.DiffsOmitted+int32(len(all)-keep)
+	if len(out.Diffs) == 0 {
+		out.Diffs = nil
+	}
 	return out
 }
 

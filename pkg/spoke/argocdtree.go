@@ -78,6 +78,34 @@ func (r *treeReader) Read(ctx context.Context, namespace, name string) clusterre
 	return tree
 }
 
+// ReadStates returns the states of the app namespace/name's managed resources, as Argo
+// CD's application-controller caches them for its diff (Secrets redacted), hooks left
+// out. When it cannot, States says why in Unavailable. A failure here is the app's
+// alone (the ACL user of an older install may not read these keys): the tree is read
+// all the same.
+func (r *treeReader) ReadStates(ctx context.Context, namespace, name string) clusterreport.States {
+	budget := int64(argocdcache.MaxValueBytes)
+	var cached []argocdcache.ResourceDiff
+	if err := r.get(ctx, argocdcache.ManagedResourcesKey(argocdcache.InstanceName(r.argoCDNamespace, namespace, name)), &budget, &cached); err != nil {
+		if errors.Is(err, errNoTree) {
+			err = errNoStates
+		}
+		return clusterreport.States{Unavailable: err.Error()}
+	}
+	diffs := make([]statusv1alpha1.ResourceDiff, 0, len(cached))
+	for _, d := range cached {
+		if d.Hook {
+			continue
+		}
+		diffs = append(diffs, statusv1alpha1.ResourceDiff{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name,
+			LiveState: d.NormalizedLiveState, TargetState: d.TargetState, PredictedLiveState: d.PredictedLiveState})
+	}
+	return clusterreport.States{Diffs: diffs}
+}
+
+// errNoStates: Argo CD has not cached the managed resources of the app (yet).
+var errNoStates = errors.New("the Argo CD cache holds no managed resources for this application yet")
+
 // errNoTree: Argo CD has not cached a tree for the app (yet).
 var errNoTree = errors.New("the Argo CD cache holds no resource tree for this application yet")
 
@@ -212,9 +240,23 @@ func (t *trees) fresh(app observedApp) (time.Time, bool) {
 // a new tree.
 func (t *trees) read(ctx context.Context, app observedApp) (clusterreport.Tree, time.Time) {
 	if t.reader == nil {
-		return clusterreport.Tree{Unavailable: treeDisabled}, time.Time{}
+		tree := clusterreport.Tree{Unavailable: treeDisabled}
+		if hasOutOfSync(app) {
+			tree.States.Unavailable = treeDisabled
+		}
+		return tree, time.Time{}
 	}
 	tree := t.reader.Read(ctx, app.report.Namespace, app.report.Name)
+	// Argo CD's diff of the OutOfSync resources, read with the tree: the application
+	// controller writes both at each comparison, and then updates the Application,
+	// which makes the agent read them again.
+	if hasOutOfSync(app) {
+		if tree.Unavailable != "" {
+			tree.States.Unavailable = tree.Unavailable
+		} else {
+			tree.States = t.reader.ReadStates(ctx, app.report.Namespace, app.report.Name)
+		}
+	}
 	at := time.Now()
 	t.mu.Lock()
 	t.byApp[app.report.Key()] = treeRead{resourceVersion: app.resourceVersion, failed: tree.Unavailable != "", at: at}
@@ -255,4 +297,15 @@ func (t *trees) retain(apps []observedApp) {
 			delete(t.byApp, key)
 		}
 	}
+}
+
+// hasOutOfSync reports whether an app has a resource that differs from git, whose
+// states the agent then reads (clusterreport.Entry carries them as the app's Diffs).
+func hasOutOfSync(app observedApp) bool {
+	for _, r := range app.report.Resources {
+		if r.Status == "OutOfSync" {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +15,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/redisserver"
 )
 
 // TestReadTreeAsReadOnlyRedisUser runs a real redis-server with the ACL user that
 // docs/operations.md tells operators to make for the agent (argocdcache.ReaderACLRules):
-// the agent's reader, as that user, reads a tree and hears its notification without a
-// single command refused (ACL LOG stays empty), and the same user's SET, DEL, PUBLISH,
-// FLUSHALL and reads of other keys are refused, while the default user's password (the
-// argocd-redis Secret's) writes.
+// the agent's reader, as that user, reads a tree, the states of the app's managed
+// resources (hooks left out) and hears its notification without a single command refused
+// (ACL LOG stays empty), and the same user's SET, DEL, PUBLISH, FLUSHALL and reads of
+// other keys are refused, while the default user's password (the argocd-redis Secret's)
+// writes. The user of an earlier release, without GET on the managed resources, still
+// reads the tree, and the states say why they are missing.
 func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	const defaultPassword, agentUser, agentPassword = "default-s3cret", "argocd-pull-agent", "agent-s3cret"
 	server := redisserver.Start(t, redisserver.Options{Password: defaultPassword})
@@ -30,6 +36,16 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	ctx := context.Background()
 	admin := server.Admin(t, 0)
 	if err := admin.Set(ctx, "app|resources-tree|web|1.8.3.gz", gzipped(t, strings.Replace(argoCDTreeJSON, "%s", "", 1)), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The managed resources as the application-controller caches them: the states of
+	// each resource, a Secret's data masked, and a hook, which argocd-server never lists.
+	managed := `[{"group":"apps","kind":"Deployment","namespace":"web","name":"web","targetState":"{\"spec\":{\"replicas\":1}}",` +
+		`"liveState":"{\"spec\":{\"replicas\":3},\"status\":{}}","normalizedLiveState":"{\"spec\":{\"replicas\":3}}",` +
+		`"predictedLiveState":"{\"spec\":{\"replicas\":1}}","modified":true},` +
+		`{"kind":"Secret","namespace":"web","name":"db","targetState":"{\"data\":{\"p\":\"++++++++\"}}","liveState":"null","normalizedLiveState":"null","predictedLiveState":"null","modified":true},` +
+		`{"group":"batch","kind":"Job","namespace":"web","name":"migrate","targetState":"{}","liveState":"null","hook":true}]`
+	if err := admin.Set(ctx, "app|managed-resources|web|1.8.3.gz", gzipped(t, managed), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	server.ACLSetUser(t, agentUser, agentPassword, argocdcache.ReaderACLRules())
@@ -47,6 +63,18 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	if tree := r.Read(ctx, "argocd", "new"); !strings.Contains(tree.Unavailable, "no resource tree") {
 		t.Errorf("a missing tree, read as %s: %+v", agentUser, tree)
 	}
+	states := r.ReadStates(ctx, "argocd", "web")
+	want := clusterreport.States{Diffs: []statusv1alpha1.ResourceDiff{
+		{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web",
+			LiveState: `{"spec":{"replicas":3}}`, TargetState: `{"spec":{"replicas":1}}`, PredictedLiveState: `{"spec":{"replicas":1}}`},
+		{Kind: "Secret", Namespace: "web", Name: "db", LiveState: "null", TargetState: `{"data":{"p":"++++++++"}}`, PredictedLiveState: "null"},
+	}}
+	if !reflect.DeepEqual(states, want) {
+		t.Errorf("the states, read as %s:\n got %+v\nwant %+v (the normalized live state, no hook)", agentUser, states, want)
+	}
+	if states := r.ReadStates(ctx, "argocd", "new"); !strings.Contains(states.Unavailable, "no managed resources") {
+		t.Errorf("missing states, read as %s: %+v", agentUser, states)
+	}
 	expectTreeNotification(t, r, admin)
 	// go-redis pings an idle subscription every 3 s.
 	time.Sleep(4 * time.Second)
@@ -62,7 +90,6 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 		{"SET", "app|managed-resources|web|1.8.3.gz", "forged"},
 		{"DEL", "app|resources-tree|web|1.8.3.gz"},
 		{"EXPIRE", "app|resources-tree|web|1.8.3.gz", "1"},
-		{"GET", "app|managed-resources|web|1.8.3.gz"},
 		{"GET", "mfst|something"},
 		{"PUBLISH", argocdcache.ManagedResourcesKey("web"), ""},
 		{"FLUSHALL"},
@@ -77,6 +104,20 @@ func TestReadTreeAsReadOnlyRedisUser(t *testing.T) {
 	if got, err := admin.Get(ctx, "app|resources-tree|web|1.8.3.gz").Result(); err != nil || got == "forged" {
 		t.Errorf("the tree after the agent's attempts: %q, %v", got, err)
 	}
+	// The user of an earlier release, which may not read the managed resources: the tree
+	// is read, and the states say why they are not.
+	const oldUser = "argocd-pull-agent-0"
+	server.ACLSetUser(t, oldUser, agentPassword, slices.DeleteFunc(argocdcache.ReaderACLRules(), func(rule string) bool {
+		return rule == "~"+argocdcache.ManagedResourcesKeyPrefix+"*"
+	}))
+	old := mustTreeReader(t, argocdcache.ClientOptions{Addr: addr, Username: oldUser, PasswordSecret: "argocd-pull-redis", PasswordKey: "password"}, secrets)
+	if states := old.ReadStates(ctx, "argocd", "web"); !strings.Contains(states.Unavailable, "NOPERM") {
+		t.Errorf("the states, read as a user without GET on them: %+v", states)
+	}
+	if tree := old.Read(ctx, "argocd", "web"); tree.Unavailable != "" {
+		t.Errorf("the tree, read after the states were refused: %+v", tree)
+	}
+
 	// The default user's password, which argocd-redis holds, is a write credential.
 	asDefault := redis.NewClient(&redis.Options{Addr: addr, Password: defaultPassword, DisableIdentity: true, Protocol: 2})
 	defer asDefault.Close()

@@ -300,3 +300,34 @@ func TestSpokeLocalApplicationsByIdentity(t *testing.T) {
 	f.deleteApp("hand-made-2")
 	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).NotTo(gomega.HaveKey("hand-made-2")) }).Should(gomega.Succeed())
 }
+
+// TestSlicesCarryTheDiffsOfOutOfSyncResources: an app with an OutOfSync resource reaches
+// the hub with the states of Argo CD's diff of that resource, read from the managed
+// resources that Argo CD cached next to its tree (the normalized live state as the live
+// one); before Argo CD cached them, the entry counts the resource as omitted and says
+// why.
+func TestSlicesCarryTheDiffsOfOutOfSyncResources(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	f.createApp("drifted", status{sync: "OutOfSync", health: "Healthy", resources: 1}.object())
+	f.g.Eventually(func(g gomega.Gomega) {
+		e := f.entries(g)["drifted"]
+		g.Expect(e.Diffs).To(gomega.BeEmpty())
+		g.Expect(e.DiffsOmitted).To(gomega.BeEquivalentTo(1))
+		g.Expect(e.DiffsMessage).To(gomega.ContainSubstring("no resource tree"))
+	}).Should(gomega.Succeed())
+
+	instance := argocdcache.InstanceName(f.opts.ArgoCDNamespace, f.appNS, "drifted")
+	live, target := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web-000"},"spec":{"replicas":3}}`, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web-000"},"spec":{"replicas":1}}`
+	quoted := func(s string) string { return strings.ReplaceAll(s, `"`, `\"`) }
+	managed := `[{"group":"apps","kind":"Deployment","namespace":"guestbook","name":"web-000","targetState":"` + quoted(target) +
+		`","liveState":"` + quoted(live) + `","normalizedLiveState":"` + quoted(live) + `","predictedLiveState":"` + quoted(target) + `","modified":true}]`
+	f.g.Expect(f.redis.Set(argocdcache.StoredKey(argocdcache.ManagedResourcesKey(instance), argocdcache.CompressionGzip), gzipped(t, managed))).To(gomega.Succeed())
+	f.setTree("drifted", degradedTreeJSON)
+	f.g.Eventually(func(g gomega.Gomega) {
+		e := f.entries(g)["drifted"]
+		g.Expect(e.Diffs).To(gomega.Equal([]statusv1alpha1.ResourceDiff{{Group: "apps", Kind: "Deployment", Namespace: "guestbook", Name: "web-000",
+			LiveState: live, TargetState: target, PredictedLiveState: target}}))
+		g.Expect(e.DiffsOmitted).To(gomega.BeZero())
+		g.Expect(e.DiffsMessage).To(gomega.BeEmpty())
+	}).Should(gomega.Succeed())
+}

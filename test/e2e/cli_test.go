@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -95,6 +96,35 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status.Health.Status).To(Equal("Healthy"))
 		Expect(hub.Object).NotTo(HaveKey("operation"), "the hub's operation left once the spoke ran it")
+	})
+
+	It("shows with `argocd app diff` what differs on the managed cluster: exit 0 when Synced, 1 and the resource's diff when OutOfSync", func(ctx SpecContext) {
+		By("Synced: no difference, where the hub once held only null states (\"both live and config are null objects\")")
+		var out string
+		eventually(ctx, func(ctx context.Context) int {
+			var code int
+			out, code = cli(ctx, "app", "diff", fleet.ArgoCDNamespace+"/"+app)
+			return code
+		}).Should(Equal(0), "argocd app diff on the synced app: %s", func() string { return out })
+
+		deployment, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, "guestbook-ui", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		replicas := *deployment.Spec.Replicas + 2
+		By(fmt.Sprintf("scaled to %d on %s: the app goes OutOfSync there, and the hub's diff shows the replicas", replicas, target.Name))
+		_, err = target.Kube.AppsV1().Deployments(namespace).Patch(ctx, "guestbook-ui", types.MergePatchType,
+			fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, app, "sync", "status")
+		}).Should(Equal("OutOfSync"))
+		eventually(ctx, func(ctx context.Context) int {
+			var code int
+			out, code = cli(ctx, "app", "diff", fleet.ArgoCDNamespace+"/"+app)
+			return code
+		}).Should(Equal(1), "argocd app diff on the drifted app: %s", func() string { return out })
+		Expect(out).To(ContainSubstring("===== apps/Deployment " + namespace + "/guestbook-ui ======"))
+		Expect(out).To(MatchRegexp(`(?m)^[<>].*replicas: %d`, replicas), "the live replicas in the diff")
+		Expect(out).NotTo(ContainSubstring("===== /Service "), "a Synced resource in the diff")
 	})
 
 	It("exits 1 on a sync that leaves resources to prune, as for a pushed app, and prunes them with --prune", func(ctx SpecContext) {

@@ -42,7 +42,7 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	adminAddons := addonclient.NewForConfigOrDie(env.Config)
-	const cluster, addonName, quota = "c1", "argocd-pull", 6
+	const cluster, addonName, quota = "c1", "argocd-pull", 7
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +119,13 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 			"more conditions than the encoder writes": func(e *statusv1alpha1.AppStatus) {
 				e.Conditions = make([]statusv1alpha1.Condition, clusterreport.MaxSliceConditionsPerApp+1)
 			},
+			"a diff's state longer than an app's diff budget": func(e *statusv1alpha1.AppStatus) {
+				e.Diffs = []statusv1alpha1.ResourceDiff{{Kind: "ConfigMap", Name: "c", LiveState: strings.Repeat("x", clusterreport.MaxDiffBytesPerApp+1)}}
+			},
+			"more diffs than the encoder writes": func(e *statusv1alpha1.AppStatus) {
+				e.Diffs = make([]statusv1alpha1.ResourceDiff, clusterreport.MaxDiffsPerApp+1)
+			},
+			"a diffs message of 2 KiB": func(e *statusv1alpha1.AppStatus) { e.DiffsMessage = huge[:2048] },
 			"more images than the encoder writes": func(e *statusv1alpha1.AppStatus) {
 				e.Resources = []statusv1alpha1.ResourceStatus{{Kind: "Pod", Name: "p", Images: make([]string, clusterreport.MaxImagesPerResource+1)}}
 			},
@@ -168,6 +175,19 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 		}
 		if got := len(entries[2].Conditions); got != clusterreport.MaxSliceConditionsPerApp {
 			t.Errorf("the app keeps %d conditions, want the most, %d", got, clusterreport.MaxSliceConditionsPerApp)
+		}
+		// The longest state the encoder carries: one that takes an app's whole diff
+		// budget; the next OutOfSync resource's states are left out, and counted.
+		differing := clusterreport.App{Namespace: "argocd", Name: "most-diffs", Sync: argoapp.SyncStatus{Status: "OutOfSync"}, ObservedAt: observed}
+		var states clusterreport.States
+		for _, name := range []string{"a", "b"} {
+			differing.Resources = append(differing.Resources, argoapp.ResourceStatus{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: name, Status: "OutOfSync"})
+			state := `{"kind":"ConfigMap","data":{"k":"` + strings.Repeat("x", clusterreport.MaxDiffBytesPerApp) + `"}}`
+			states.Diffs = append(states.Diffs, statusv1alpha1.ResourceDiff{Kind: "ConfigMap", Namespace: "web", Name: name, LiveState: state[:clusterreport.MaxDiffBytesPerApp-3] + `"}}`})
+		}
+		entries = append(entries, clusterreport.FitEntry(clusterreport.Entry(differing, clusterreport.Tree{States: states})))
+		if d := entries[3]; len(d.Diffs) != 1 || len(d.Diffs[0].LiveState) != clusterreport.MaxDiffBytesPerApp || d.DiffsOmitted != 1 {
+			t.Errorf("the app keeps %d diffs (%d omitted), want one state of %d bytes", len(d.Diffs), d.DiffsOmitted, clusterreport.MaxDiffBytesPerApp)
 		}
 		// The most apps a slice holds: the smallest entries the encoder writes (about 100
 		// bytes), planned as the agent does.

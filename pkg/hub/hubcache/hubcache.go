@@ -495,7 +495,7 @@ func CompactManifests(manifests []workv1.Manifest) []workv1.Manifest {
 }
 
 // stripSlice keeps of a slice what the hub shows, compactly, and each entry's Digest: no
-// tree nodes, resource images or managed fields (the manager's DefaultTransform does not
+// tree nodes, diffs, resource images or managed fields (the manager's DefaultTransform does not
 // apply to a kind with its own Transform), and the resources of each app in their packed
 // form (PackResources) at PackedResources. The hub holds the resources of every app of
 // every cluster, and as structs they were the largest part of its cache.
@@ -534,6 +534,7 @@ func stripSlice(obj any) (any, error) {
 			size, digest := clusterreport.EntryDigest(*app)
 			app.Digest, app.Size = string(digest[:]), size
 			app.Nodes = nil
+			app.Diffs, app.DiffsOmitted, app.DiffsMessage = nil, 0, ""
 			app.Conditions = exact(app.Conditions)
 			app.PackedResources = PackResources(app.Resources)
 			app.Resources = nil

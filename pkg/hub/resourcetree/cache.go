@@ -83,7 +83,7 @@ func WriterACLRules() []string {
 // renderVersion names Render's output: change it whenever Render renders an entry
 // differently (TestRenderIsPinned fails then), so that a new manager writes every tree
 // again instead of trusting sourceKey.
-const renderVersion = "2"
+const renderVersion = "3"
 
 // sourceOf is the value of sourceKey for entries rendered from a slice entry whose
 // Digest is entryDigest.

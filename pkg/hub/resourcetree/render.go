@@ -18,10 +18,11 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
 // absentState is how the application-controller writes a manifest it does not have
-// (json.Marshal of nil). The slices do not carry manifests.
+// (json.Marshal of nil).
 const absentState = "null"
 
 // syncOutOfSync is Argo CD's sync status of a resource that differs from git.
@@ -61,9 +62,18 @@ func NodeIdentityOf(destination argoapp.Destination, cluster, hubCluster string)
 // application-controller would cache them: every managed resource as a node with its
 // health and images, then the other nodes of the spoke's tree (ReplicaSets, Pods, ...)
 // under their parents, in Argo CD's order (ApplicationTree.Normalize: by FullName,
-// group/kind/namespace/name); and each managed resource, modified when it is OutOfSync, in
-// FullName order, without the manifests, which the slices do not carry. The nodes carry
-// UIDs as identity says.
+// group/kind/namespace/name). The nodes carry UIDs as identity says.
+//
+// The managed resources are the OutOfSync ones, modified, in FullName order, each with
+// the states of Argo CD's diff that the entry carries for it (its Diffs, checked again by
+// clusterreport.CarriedDiffs): the normalized live state, the target state and the
+// predicted live state, which `argocd app diff` and the UI's diff compare. The raw live
+// state (LiveState) stays "null": the slices do not carry it. An OutOfSync resource whose
+// states the agent left out (the entry's DiffsOmitted) has "null" states, on which
+// `argocd app diff` fails rather than report no difference. Synced resources are not
+// listed: a resource without a live and a target state is one that `argocd app diff`
+// cannot compare ("both live and config are null objects"), and a Synced one has no
+// difference to show.
 func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree, []argocdcache.ResourceDiff) {
 	uidOf := func(r argocdcache.Ref) string {
 		if identity == StableUIDs {
@@ -73,12 +83,18 @@ func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree
 	}
 	tree := argocdcache.Tree{Nodes: make([]argocdcache.Node, 0, len(e.Resources)+len(e.Nodes))}
 	seen := make(map[string]bool, len(e.Resources)+len(e.Nodes))
-	managed := make([]argocdcache.ResourceDiff, 0, len(e.Resources))
+	managed := []argocdcache.ResourceDiff{}
+	states := clusterreport.CarriedDiffs(e)
 	for _, r := range e.Resources {
 		diff := argocdcache.ResourceDiff{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name,
 			TargetState: absentState, LiveState: absentState, NormalizedLiveState: absentState, PredictedLiveState: absentState,
 			Modified: r.Status == syncOutOfSync}
-		managed = append(managed, diff)
+		if diff.Modified && !seen[diff.FullName()] {
+			if d, ok := states[clusterreport.DiffKey(r.Group, r.Kind, r.Namespace, r.Name)]; ok {
+				diff.NormalizedLiveState, diff.TargetState, diff.PredictedLiveState = orAbsent(d.LiveState), orAbsent(d.TargetState), orAbsent(d.PredictedLiveState)
+			}
+			managed = append(managed, diff)
+		}
 		if seen[diff.FullName()] {
 			continue
 		}
@@ -119,6 +135,14 @@ func stableUID(r argocdcache.Ref) string {
 	sum[6] = sum[6]&0x0f | 0x50
 	sum[8] = sum[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
+}
+
+// orAbsent returns a state as the application-controller writes it: "null" for none.
+func orAbsent(state string) string {
+	if state == "" {
+		return absentState
+	}
+	return state
 }
 
 func fullName(r argocdcache.Ref) string {

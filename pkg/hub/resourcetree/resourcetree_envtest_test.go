@@ -2,6 +2,7 @@ package resourcetree_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -128,8 +129,7 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var managed []argocdcache.ResourceDiff
 	g.Expect(argocdcache.Decode([]byte(raw), true, &managed)).To(gomega.Succeed())
-	g.Expect(managed).To(gomega.HaveLen(1))
-	g.Expect(managed[0].FullName()).To(gomega.Equal("apps/Deployment/web/web"))
+	g.Expect(managed).To(gomega.BeEmpty(), "a Synced resource is not listed in the managed resources")
 	g.Eventually(notes).Should(gomega.Receive(), "the write is announced, as the application-controller announces it")
 
 	// Scaled on the spoke: the new Pod is written.
@@ -451,4 +451,96 @@ func TestWritesTheTreeAsConfigured(t *testing.T) {
 	g.Eventually(nodes).Should(gomega.Equal([]string{"ConfigMap web"}))
 	g.Expect(server.Admin(t, 0).DBSize(ctx).Val()).To(gomega.BeZero(), "database 0 holds keys")
 	g.Expect(server.ACLLog(t)).To(gomega.BeEmpty(), "Redis refused the manager's user")
+}
+
+// TestWritesTheDiffsOfOutOfSyncResources runs the controller against a real redis-server:
+// the managed resources of a pulled app, whose slice entry the agent's encoder built
+// from the spoke's cached states (clusterreport.Entry), carry the normalized live, target
+// and predicted live states of each OutOfSync resource, Secrets as Argo CD redacts them;
+// a Synced resource is not listed, whatever states the entry holds for it; a Secret's
+// state that is not redacted, written into the slice past the encoder (a faulty or
+// hostile agent), never reaches Redis.
+func TestWritesTheDiffsOfOutOfSyncResources(t *testing.T) {
+	env := shared.Get(t)
+	ctx := context.Background()
+	c := env.Client
+	g := testenv.NewGomega(t)
+	const cluster, name = "cluster5", "cluster5-web"
+	for _, ns := range []string{"argocd", cluster} {
+		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
+	}
+	server := redisserver.Start(t, redisserver.Options{})
+	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
+		ClientOptions: argocdcache.ClientOptions{Addr: server.Addr}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+	}}})
+	hub := testenv.NewHub(t, env, "argocd")
+	hub.Create(hub.Application(name, cluster))
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+
+	deployment := func(replicas string) string {
+		return `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":` + replicas + `}}`
+	}
+	configMap := `{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"name":"web","namespace":"web"}}`
+	secret := func(name, value string) string {
+		return `{"apiVersion":"v1","data":{"password":"` + value + `"},"kind":"Secret","metadata":{"name":"` + name + `","namespace":"web"},"type":"Opaque"}`
+	}
+	app := clusterreport.App{Namespace: "argocd", Name: name, HubNamespace: "argocd", HubName: name, ObservedAt: time.Now(),
+		Sync: argoapp.SyncStatus{Status: "OutOfSync"},
+		Resources: []argoapp.ResourceStatus{
+			{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web", Status: "OutOfSync"},
+			{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "web", Status: "Synced"},
+			{Version: "v1", Kind: "Secret", Namespace: "web", Name: "db", Status: "OutOfSync"},
+			{Version: "v1", Kind: "Secret", Namespace: "web", Name: "forged", Status: "OutOfSync"},
+		}}
+	// What the spoke's application-controller cached: every resource's states, the
+	// Secret's data masked.
+	states := clusterreport.States{Diffs: []statusv1alpha1.ResourceDiff{
+		{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web", LiveState: deployment("3"), TargetState: deployment("1"), PredictedLiveState: deployment("1")},
+		{Kind: "ConfigMap", Namespace: "web", Name: "web", LiveState: configMap, TargetState: configMap, PredictedLiveState: configMap},
+		{Kind: "Secret", Namespace: "web", Name: "db", LiveState: secret("db", "++++++++"), TargetState: secret("db", "++++++++++++"), PredictedLiveState: secret("db", "++++++++++++")},
+	}}
+	entry := clusterreport.FitEntry(clusterreport.Entry(app, clusterreport.Tree{States: states}))
+	g.Expect(entry.Diffs).To(gomega.HaveLen(2), "the agent's entry carries the OutOfSync resources' states")
+	g.Expect(entry.DiffsOmitted).To(gomega.BeEquivalentTo(1), "the Secret without states in Argo CD's cache is counted")
+	// Past the encoder: a Secret's plain data, and states for the Synced ConfigMap.
+	entry.Diffs = append(entry.Diffs,
+		statusv1alpha1.ResourceDiff{Kind: "Secret", Namespace: "web", Name: "forged", LiveState: secret("forged", "c2VjcmV0"), TargetState: secret("forged", "++++++++")},
+		statusv1alpha1.ResourceDiff{Kind: "ConfigMap", Namespace: "web", Name: "web", LiveState: configMap, TargetState: configMap})
+	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+
+	admin := server.Admin(t, 0)
+	managed := func(g gomega.Gomega) map[string]argocdcache.ResourceDiff {
+		raw, err := admin.Get(ctx, argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip)).Bytes()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var items []argocdcache.ResourceDiff
+		g.Expect(argocdcache.Decode(raw, true, &items)).To(gomega.Succeed())
+		out := map[string]argocdcache.ResourceDiff{}
+		for _, d := range items {
+			out[d.FullName()] = d
+		}
+		return out
+	}
+	g.Eventually(managed).Should(gomega.HaveLen(3))
+	got := managed(g)
+	g.Expect(got).NotTo(gomega.HaveKey("/ConfigMap/web/web"), "a Synced resource is listed")
+	g.Expect(got["apps/Deployment/web/web"]).To(gomega.Equal(argocdcache.ResourceDiff{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web",
+		NormalizedLiveState: deployment("3"), TargetState: deployment("1"), PredictedLiveState: deployment("1"), LiveState: "null", Modified: true}))
+	g.Expect(got["/Secret/web/db"]).To(gomega.Equal(argocdcache.ResourceDiff{Kind: "Secret", Namespace: "web", Name: "db",
+		NormalizedLiveState: secret("db", "++++++++"), TargetState: secret("db", "++++++++++++"), PredictedLiveState: secret("db", "++++++++++++"), LiveState: "null", Modified: true}))
+	g.Expect(got["/Secret/web/forged"]).To(gomega.Equal(argocdcache.ResourceDiff{Kind: "Secret", Namespace: "web", Name: "forged",
+		NormalizedLiveState: "null", TargetState: "null", PredictedLiveState: "null", LiveState: "null", Modified: true}))
+	keys, err := admin.Keys(ctx, "*").Result()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, key := range keys {
+		raw, err := admin.Get(ctx, key).Bytes()
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		var plain []byte
+		if strings.HasSuffix(key, argocdcache.GzipSuffix) {
+			var v any
+			g.Expect(argocdcache.Decode(raw, true, &v)).To(gomega.Succeed())
+			plain, _ = json.Marshal(v)
+		}
+		g.Expect(string(raw)+string(plain)).NotTo(gomega.ContainSubstring("c2VjcmV0"), "the forged Secret's data is in %s", key)
+	}
 }

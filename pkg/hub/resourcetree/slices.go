@@ -13,7 +13,7 @@ import (
 )
 
 // fullSlices reads slices whole from the apiserver: the manager's cache keeps them
-// without the tree's nodes and the resources' images (hubcache.Options), which this
+// without the tree's nodes, the diffs and the resources' images (hubcache.Options), which this
 // controller writes. It keeps the last few slices read, by resourceVersion, and shares
 // one read among concurrent misses of a slice, so that the apps of one slice that
 // changed cost one read.

@@ -146,6 +146,24 @@ type AppStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	TreeMessage string `json:"treeMessage,omitempty"`
 
+	// Diffs are, for each OutOfSync resource, the states Argo CD's diff compares, as the
+	// managed cluster's application-controller cached them (Secrets redacted as it
+	// redacts them): what `argocd app diff` and the UI's diff show on the hub. Synced
+	// resources have none. At most clusterreport.MaxDiffsPerApp, their states together
+	// at most clusterreport.MaxDiffBytesPerApp.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=atomic
+	Diffs []ResourceDiff `json:"diffs,omitempty"`
+	// DiffsOmitted counts the OutOfSync resources that Diffs leaves out, and DiffsMessage
+	// says why (the app's budget, a state the agent could not read or check).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DiffsOmitted int32 `json:"diffsOmitted,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	DiffsMessage string `json:"diffsMessage,omitempty"`
+
 	// ObservedAt is when the agent first observed the Application in its current state.
 	ObservedAt metav1.Time `json:"observedAt"`
 
@@ -155,8 +173,8 @@ type AppStatus struct {
 
 	// Digest is not part of the API and never serialized: the hub's cache sets it to the
 	// bytes of clusterreport.EntryDigest of the entry as the agent wrote it, before it
-	// drops the tree's nodes and the resources' images, so that a change of those is
-	// still seen.
+	// drops the tree's nodes, the diffs and the resources' images, so that a change of
+	// those is still seen.
 	Digest string `json:"-"`
 	// Size is not part of the API and never serialized: the hub's cache sets it to the
 	// clusterreport.EntrySize of the entry as the agent wrote it, which EntrySize returns
@@ -349,6 +367,36 @@ type ResourceNode struct {
 	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
 	Images []string `json:"images,omitempty"`
+}
+
+// ResourceDiff is what Argo CD's diff compares of one OutOfSync managed resource: the
+// JSON of its normalized live state, of its target state, and of the live state Argo CD
+// predicts after a sync (Argo CD's ResourceDiff NormalizedLiveState, TargetState and
+// PredictedLiveState). An empty state is one Argo CD has not: no live object (to be
+// created), no target (to be pruned). A Secret's data and stringData hold only Argo CD's
+// "+" masks (clusterreport.RedactedState).
+type ResourceDiff struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	LiveState string `json:"liveState,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	TargetState string `json:"targetState,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	PredictedLiveState string `json:"predictedLiveState,omitempty"`
 }
 
 // ResourceRef names a resource of the tree.
