@@ -60,6 +60,19 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		token = client.Token()
 	})
 
+	// createPathApp creates a pulled app of the git path, named name and deployed to the
+	// namespace name, that syncs only when asked, and waits until the hub shows it
+	// reported, OutOfSync.
+	createPathApp := func(ctx context.Context, name, path string) {
+		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
+		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
+		c.createApp(ctx, a)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, name, "sync", "status")
+		}).Should(Equal("OutOfSync"))
+		expectReported(ctx, c, name)
+	}
+
 	// cli runs the argocd CLI as admin against the hub's argocd-server, and returns its
 	// output and exit code.
 	cli := func(ctx context.Context, args ...string) (string, int) {
@@ -134,13 +147,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		}
 		_, err := theFleet.Git.Commit("cli-prune: two ConfigMaps", map[string]string{path + "/configmaps.yaml": configMap("keep") + "---\n" + configMap("extra")})
 		Expect(err).NotTo(HaveOccurred())
-		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
-		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
-		c.createApp(ctx, a)
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			return spokeStatus(ctx, spokeApps, name, "sync", "status")
-		}).Should(Equal("OutOfSync"))
-		expectReported(ctx, c, name)
+		createPathApp(ctx, name, path)
 		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
 		Expect(code).To(Equal(0), "argocd app sync: %s", out)
 
@@ -186,13 +193,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 			"spec: {type: LoadBalancer, ports: [{port: 80}], selector: {app: none}}\n---\n" +
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: after-lb, annotations: {argocd.argoproj.io/sync-wave: \"1\"}}\ndata: {wave: \"1\"}\n"})
 		Expect(err).NotTo(HaveOccurred())
-		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
-		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
-		c.createApp(ctx, a)
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			return spokeStatus(ctx, spokeApps, name, "sync", "status")
-		}).Should(Equal("OutOfSync"))
-		expectReported(ctx, c, name)
+		createPathApp(ctx, name, path)
 
 		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--async")
 		Expect(code).To(Equal(0), "argocd app sync --async: %s", out)
