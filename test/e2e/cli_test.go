@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -59,6 +61,11 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		token = client.Token()
 	})
+
+	// configMap is the manifest of a ConfigMap of that name, for an app's git path.
+	configMap := func(name string) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {from: git}\n", name)
+	}
 
 	// createPathApp creates a pulled app of the git path, named name and deployed to the
 	// namespace name, that syncs only when asked, and waits until the hub shows it
@@ -142,9 +149,6 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 
 	It("exits 1 on a sync that leaves resources to prune, as for a pushed app, and prunes them with --prune", func(ctx SpecContext) {
 		const name, path = "cli-prune", "cli-prune"
-		configMap := func(name string) string {
-			return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {from: git}\n", name)
-		}
 		_, err := theFleet.Git.Commit("cli-prune: two ConfigMaps", map[string]string{path + "/configmaps.yaml": configMap("keep") + "---\n" + configMap("extra")})
 		Expect(err).NotTo(HaveOccurred())
 		createPathApp(ctx, name, path)
@@ -169,11 +173,17 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 	})
 
 	It("returns the managed cluster's refreshed status from `argocd app get --hard-refresh`", func(ctx SpecContext) {
-		const name, path = "cli-prune", "cli-prune"
-		By("git moves on: the app's last comparison on the managed cluster is of the previous commit")
-		head, err := theFleet.Git.Commit("cli-prune: a ConfigMap more", map[string]string{path + "/later.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: later}\ndata: {from: git}\n"})
+		const name, path = "cli-refresh", "cli-refresh"
+		_, err := theFleet.Git.Commit("cli-refresh: a ConfigMap", map[string]string{path + "/first.yaml": configMap("first")})
 		Expect(err).NotTo(HaveOccurred())
-		out, code := cli(ctx, "app", "get", fleet.ArgoCDNamespace+"/"+name, "--hard-refresh", "-o", "json")
+		createPathApp(ctx, name, path)
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync: %s", out)
+
+		By("git moves on: the app's last comparison on the managed cluster is of the previous commit")
+		head, err := theFleet.Git.Commit("cli-refresh: a ConfigMap more", map[string]string{path + "/later.yaml": configMap("later")})
+		Expect(err).NotTo(HaveOccurred())
+		out, code = cli(ctx, "app", "get", fleet.ArgoCDNamespace+"/"+name, "--hard-refresh", "-o", "json")
 		Expect(code).To(Equal(0), "argocd app get --hard-refresh: %s", out)
 		var got struct {
 			Status struct {
@@ -183,6 +193,66 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		Expect(json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &got)).To(Succeed())
 		Expect(got.Status.Sync.Revision+" "+got.Status.Sync.Status).To(Equal(head+" OutOfSync"),
 			"the status the command returned is from after the managed cluster refreshed")
+	})
+
+	It("runs a sync once across a manager failover, even when the hub app changes meanwhile", func(ctx SpecContext) {
+		const name, path = "cli-failover", "cli-failover"
+		_, err := theFleet.Git.Commit("cli-failover: a ConfigMap", map[string]string{path + "/one.yaml": configMap("one")})
+		Expect(err).NotTo(HaveOccurred())
+		createPathApp(ctx, name, path)
+		spokeApp := func(ctx context.Context) (*unstructured.Unstructured, error) {
+			return spokeApps.Get(ctx, name, metav1.GetOptions{})
+		}
+		u, err := spokeApp(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		historyBefore, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
+
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--async")
+		Expect(code).To(Equal(0), "argocd app sync --async: %s", out)
+		By("the manager stops (SIGTERM, as a rolling update or an eviction does) and another takes over; the hub app changes meanwhile, so the work is applied again")
+		pod, pid := hubManagerPod()
+		Expect(syscall.Kill(pid, syscall.SIGTERM)).To(Succeed())
+		_, err = c.apps(fleet.ArgoCDNamespace).Patch(ctx, name, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"example.com/touched":"during-failover"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eventually(ctx, func(context.Context) bool {
+			now := theFleet.PodPids()[pod]
+			return now != 0 && now != pid
+		}).Should(BeTrue(), "the manager runs again")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := spokeApp(ctx)
+			if err != nil {
+				return "", err
+			}
+			labels, _, _ := unstructured.NestedStringMap(u.Object, "metadata", "labels")
+			return labels["example.com/touched"], nil
+		}).Should(Equal("during-failover"), "the new manager applied the changed app to %s", target.Name)
+
+		By("the sync ran on " + target.Name + " once, and left the hub app")
+		eventually(ctx, func(ctx context.Context) (bool, error) {
+			hub, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			_, pending := hub.Object["operation"]
+			return !pending, nil
+		}).Should(BeTrue(), "the operation left the hub app")
+		ranOnce := func(ctx context.Context) (string, error) {
+			u, err := spokeApp(ctx)
+			if err != nil {
+				return "", err
+			}
+			history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
+			operation, _, _ := unstructured.NestedMap(u.Object, "status", "operationState", "operation")
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+			_, pending := u.Object["operation"]
+			delivered := u.GetAnnotations()[argoapp.AnnotationOperationDelivered]
+			return fmt.Sprintf("history +%d, %s, pending %v, state of the delivered operation %v",
+				len(history)-len(historyBefore), phase, pending, delivered != "" && argoapp.OperationIDOf(operation) == delivered), nil
+		}
+		want := "history +1, Succeeded, pending false, state of the delivered operation true"
+		eventually(ctx, ranOnce).Should(Equal(want))
+		Consistently(ctx, ranOnce).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Equal(want), "the sync ran again on %s", target.Name)
 	})
 
 	It("refuses a second sync while one runs, and ends the running one on its managed cluster with `argocd app terminate-op`", func(ctx SpecContext) {

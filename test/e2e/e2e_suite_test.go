@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,4 +236,18 @@ func sliceApps(ctx context.Context, cluster string) ([]clusterreport.App, error)
 		apps = append(apps, statusslices.AppOf(e))
 	}
 	return apps, nil
+}
+
+// hubManagerPod returns the fleet's key of the manager's pod on the hub (one runs) and
+// its process id.
+func hubManagerPod() (string, int) {
+	pod, pid := "", 0
+	for key, p := range theFleet.PodPids() {
+		if strings.HasPrefix(key, fleet.HubName+"/") {
+			Expect(pod).To(BeEmpty(), "one manager runs on the hub")
+			pod, pid = key, p
+		}
+	}
+	Expect(pod).NotTo(BeEmpty(), "the manager runs on the hub")
+	return pod, pid
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -64,16 +63,8 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 	})
 
 	It("leaves the manager and the agent running, and the pull model working", func(ctx SpecContext) {
-		pids := theFleet.PodPids()
-		managerPod := ""
-		for pod := range pids {
-			if strings.HasPrefix(pod, fleet.HubName+"/") {
-				Expect(managerPod).To(BeEmpty(), "one manager runs on the hub")
-				managerPod = pod
-			}
-		}
-		Expect(managerPod).NotTo(BeEmpty(), "the manager runs on the hub")
-		managerPid, agentPid := pids[managerPod], pids[agentPod]
+		managerPod, managerPid := hubManagerPod()
+		agentPid := theFleet.PodPids()[agentPod]
 		apiserverPid := theFleet.Hub.APIServerPid()
 
 		// Objects of the kinds the addon framework watches, deleted while the apiserver is

@@ -386,12 +386,7 @@ var _ = Describe("A managed cluster's agent, as its hub identity", Ordered, func
 		asAgent, err = dynamic.NewForConfig(config)
 		Expect(err).NotTo(HaveOccurred())
 
-		for pod := range theFleet.PodPids() {
-			if strings.HasPrefix(pod, fleet.HubName+"/") {
-				managerPod = pod
-			}
-		}
-		Expect(managerPod).NotTo(BeEmpty(), "the manager runs on the hub")
+		managerPod, _ = hubManagerPod()
 	})
 
 	It("cannot store slices with oversized messages, and the hub goes on", func(ctx SpecContext) {
