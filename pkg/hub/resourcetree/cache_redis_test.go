@@ -21,9 +21,10 @@ import (
 // tells operators to make for the manager (WriterACLRules, with +select for database 2).
 // The manager's writer, as that user, over TLS with its client certificate, in database
 // 2, runs every command it has: it writes an app's entries, reads their source, sets it,
-// extends them and removes them, without a command refused (ACL LOG stays empty); the
-// entries are in database 2, not in 0. The same user is refused Argo CD's other keys and
-// every other command.
+// extends them and removes them, and checks that Redis still holds its marker (sets it,
+// finds it, extends it), without a command refused (ACL LOG stays empty); the entries are
+// in database 2, not in 0. The same user is refused Argo CD's other keys and every other
+// command.
 func TestWriterAsACLUserOverTLS(t *testing.T) {
 	const user, password = "argocd-pull-manager", "manager-s3cret"
 	certs := redisserver.NewTLS(t)
@@ -70,6 +71,21 @@ func TestWriterAsACLUserOverTLS(t *testing.T) {
 	}
 	if n := server.Admin(t, 2).DBSize(ctx).Val(); n != 0 {
 		t.Errorf("database 2 holds %d keys after remove, want none", n)
+	}
+	// The check that Redis still holds what the writer wrote: the marker is set when
+	// missing, found, and extended when half its expiration is gone.
+	if lost, err := w.checkMarker(ctx); err != nil || !lost {
+		t.Errorf("checkMarker on an empty Redis: lost %v, %v; want lost", lost, err)
+	}
+	if lost, err := w.checkMarker(ctx); err != nil || lost {
+		t.Errorf("checkMarker once set: lost %v, %v; want kept", lost, err)
+	}
+	server.Admin(t, 2).Expire(ctx, markerKey, 10*time.Minute)
+	if lost, err := w.checkMarker(ctx); err != nil || lost {
+		t.Errorf("checkMarker of a marker near its expiration: lost %v, %v; want kept", lost, err)
+	}
+	if ttl := server.Admin(t, 2).PTTL(ctx, markerKey).Val(); ttl < 59*time.Minute {
+		t.Errorf("the marker expires in %v, want an hour: it is not extended", ttl)
 	}
 	if refusals := server.ACLLog(t); len(refusals) != 0 {
 		t.Errorf("Redis refused the writer %d times: %v", len(refusals), refusals)
