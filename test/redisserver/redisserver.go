@@ -52,6 +52,9 @@ type Options struct {
 	// AuthClients is redis.conf's tls-auth-clients: "no", "optional" (the default here)
 	// or "yes", which refuses a client without a certificate signed by TLS's CA.
 	AuthClients string
+	// ReplicaOf, when set, makes the server a replica of that one (without TLS), which it
+	// authenticates to with its Password; Start returns once it is in sync.
+	ReplicaOf *Server
 }
 
 // Start runs a redis-server on a free loopback port until the test ends; it skips the
@@ -74,10 +77,35 @@ func Start(t testing.TB, opts Options) *Server {
 		args = append(args, "--port", "0", "--tls-port", fmt.Sprint(port), "--tls-cert-file", opts.TLS.ServerCertFile,
 			"--tls-key-file", opts.TLS.ServerKeyFile, "--tls-ca-cert-file", opts.TLS.CAFile, "--tls-auth-clients", authClients)
 	}
+	if m := opts.ReplicaOf; m != nil {
+		host, masterPort, _ := net.SplitHostPort(m.Addr)
+		args = append(args, "--replicaof", host, masterPort)
+		if m.Password != "" {
+			args = append(args, "--masterauth", m.Password)
+		}
+	}
 	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: opts.Password, TLS: opts.TLS, dir: dir, args: args}
 	s.process = run(t, dir, args...)
 	s.waitReady(t)
+	if opts.ReplicaOf != nil {
+		s.waitInSync(t)
+	}
 	return s
+}
+
+// waitInSync waits until a replica's link to its master is up.
+func (s *Server) waitInSync(t testing.TB) {
+	t.Helper()
+	admin := s.Admin(t, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := admin.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica on %s is not in sync with its master: %v\n%s", s.Addr, err, info)
+		}
+	}
 }
 
 // Stop kills the server (SIGKILL, as an OOM kill or a Pod deleted): its port refuses

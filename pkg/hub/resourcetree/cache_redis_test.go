@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -119,5 +120,85 @@ func TestOperationsDocumentsTheWriterACL(t *testing.T) {
 	want := "ACL SETUSER argocd-pull-manager on >" + "$PASSWORD " + strings.Join(WriterACLRules(), " ")
 	if !strings.Contains(string(doc), want) {
 		t.Errorf("docs/operations.md does not show the manager's ACL user as\n  %s", want)
+	}
+}
+
+// TestMarkerSurvivesASentinelFailover: a Redis reached through a Sentinel (real
+// redis-servers: a master and its replica) fails over to the replica, which has the
+// data; the old master is killed. The writer's check, once it reaches the new master,
+// finds its marker there and reports nothing lost, so the manager writes nothing again;
+// the app's entries are there as written.
+func TestMarkerSurvivesASentinelFailover(t *testing.T) {
+	const password = "s3cret"
+	master := redisserver.Start(t, redisserver.Options{Password: password})
+	replica := redisserver.Start(t, redisserver.Options{Password: password, ReplicaOf: master})
+	sentinelAddr := redisserver.StartSentinel(t, master, "argocd")
+	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
+		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte(password)}}).CoreV1().Secrets("argocd")
+	opts := argocdcache.ClientOptions{SentinelAddrs: []string{sentinelAddr}, SentinelMaster: "argocd",
+		PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}
+	client, err := argocdcache.NewClient(opts, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
+	defer w.Close()
+
+	ctx := context.Background()
+	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
+		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if lost, err := w.checkMarker(ctx); err != nil || !lost {
+		t.Fatalf("checkMarker on a Redis without the marker: lost %v, %v; want lost", lost, err)
+	}
+	if n, err := master.Admin(t, 0).Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d, %v", n, err)
+	}
+
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: sentinelAddr, DisableIdentity: true, Protocol: 2})
+	defer sentinel.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		// Refused (NOGOODSLAVE) until the Sentinel has seen the replica.
+		err := sentinel.Failover(ctx, "argocd").Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SENTINEL FAILOVER: %v", err)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err := sentinel.GetMasterAddrByName(ctx, "argocd").Result()
+		if err == nil && got[0]+":"+got[1] == replica.Addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Sentinel names %v (%v) as the master, want the replica %s", got, err, replica.Addr)
+		}
+	}
+	master.Stop(t)
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		lost, err := w.checkMarker(ctx)
+		if err == nil {
+			if lost {
+				t.Errorf("checkMarker after a failover to a replica that has the data: lost")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkMarker after the failover: %v", err)
+		}
+	}
+	if source, _, err := w.source(ctx, "web"); err != nil || source != sourceOf("digest-1") {
+		t.Errorf("the app's source on the new master: %q, %v", source, err)
+	}
+	if role, err := replica.Admin(t, 0).Do(ctx, "ROLE").Slice(); err != nil || role[0] != "master" {
+		t.Errorf("the replica's role: %v, %v; want master", role, err)
 	}
 }
