@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,7 +23,8 @@ import (
 
 // The hub's argocd-server, the one a user opens, shows a pulled app's resource tree with
 // the managed cluster's resources: the manager writes into the hub Argo CD's Redis what
-// the hub application-controller would write, from the agent's status slices.
+// the hub application-controller would write, from the agent's status slices; and again
+// within seconds once that Redis has lost them.
 var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", Ordered, func() {
 	const (
 		app       = "resourcetree-guestbook"
@@ -118,6 +120,32 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 					strings.Contains(r.TargetState, `"kind":"Deployment"`) && r.PredictedLiveState != "null"
 			}), err
 		}).Should(BeTrue(), "the managed-resources view says the Deployment differs from git, with the live and target states of Argo CD's diff")
+
+		// Argo CD's Redis keeps nothing on disk: a restart (a Pod rolled, an OOM kill)
+		// empties it, as FLUSHALL does; nothing changed for the app, and its tree is back
+		// within seconds (the manager's check of its marker, docs/design.md 2.6). A read
+		// that misses the tree makes argocd-server request a refresh of the app and wait
+		// for it (getCachedAppState), which the spoke acknowledges: a poll may take that
+		// long, hence 30 s.
+		nodes, err = treeOf(ctx, argocd, app)
+		Expect(err).NotTo(HaveOccurred())
+		managed, err := argocd.ManagedResources(ctx, app)
+		Expect(err).NotTo(HaveOccurred())
+		By("the hub Argo CD's Redis emptied, as a restart leaves it: the tree and the managed resources are back within seconds")
+		secret, err := theFleet.Hub.Kube.CoreV1().Secrets(fleet.ArgoCDNamespace).Get(ctx, argocdcache.RedisSecret, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		hubRedis := redis.NewClient(&redis.Options{Addr: theFleet.HubArgoCDRedis, Password: string(secret.Data[argocdcache.RedisPasswordKey]),
+			DisableIdentity: true, Protocol: 2})
+		defer hubRedis.Close()
+		Expect(hubRedis.FlushAll(ctx).Err()).To(Succeed())
+		flushed := time.Now()
+		Eventually(ctx, func(ctx context.Context) ([]string, error) {
+			return treeOf(ctx, argocd, app)
+		}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(ConsistOf(nodes), "the tree is not back")
+		fmt.Fprintf(GinkgoWriter, "the tree was back in the hub's argocd-server %v after its Redis was emptied\n", time.Since(flushed).Round(100*time.Millisecond))
+		Eventually(ctx, func(ctx context.Context) ([]argocdcache.ResourceDiff, error) {
+			return argocd.ManagedResources(ctx, app)
+		}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(HaveLen(len(managed)), "the managed resources are not back")
 	})
 })
 

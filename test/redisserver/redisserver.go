@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ type Server struct {
 	Password string
 	// TLS is its TLS configuration; nil without TLS.
 	TLS *TLS
+
+	dir     string
+	args    []string
+	process *process
 }
 
 // Options say how to run a redis-server.
@@ -47,6 +52,9 @@ type Options struct {
 	// AuthClients is redis.conf's tls-auth-clients: "no", "optional" (the default here)
 	// or "yes", which refuses a client without a certificate signed by TLS's CA.
 	AuthClients string
+	// ReplicaOf, when set, makes the server a replica of that one (without TLS), which it
+	// authenticates to with its Password; Start returns once it is in sync.
+	ReplicaOf *Server
 }
 
 // Start runs a redis-server on a free loopback port until the test ends; it skips the
@@ -69,10 +77,69 @@ func Start(t testing.TB, opts Options) *Server {
 		args = append(args, "--port", "0", "--tls-port", fmt.Sprint(port), "--tls-cert-file", opts.TLS.ServerCertFile,
 			"--tls-key-file", opts.TLS.ServerKeyFile, "--tls-ca-cert-file", opts.TLS.CAFile, "--tls-auth-clients", authClients)
 	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: opts.Password, TLS: opts.TLS}
-	run(t, dir, args...)
+	if m := opts.ReplicaOf; m != nil {
+		host, masterPort, _ := net.SplitHostPort(m.Addr)
+		args = append(args, "--replicaof", host, masterPort)
+		if m.Password != "" {
+			args = append(args, "--masterauth", m.Password)
+		}
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: opts.Password, TLS: opts.TLS, dir: dir, args: args}
+	s.process = run(t, dir, args...)
 	s.waitReady(t)
+	if opts.ReplicaOf != nil {
+		s.waitInSync(t)
+	}
 	return s
+}
+
+// waitInSync waits until a replica's link to its master is up.
+func (s *Server) waitInSync(t testing.TB) {
+	t.Helper()
+	admin := s.Admin(t, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := admin.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica on %s is not in sync with its master: %v\n%s", s.Addr, err, info)
+		}
+	}
+}
+
+// Stop kills the server (SIGKILL, as an OOM kill or a Pod deleted): its port refuses
+// connections until Restart.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.process.stop()
+}
+
+// Restart kills the server if it runs, and starts it again on the same port, empty, as
+// Argo CD's Redis, which keeps nothing on disk, comes back. Its ACL users are gone: set
+// them again.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.process.stop()
+	s.process = run(t, s.dir, s.args...)
+	s.waitReady(t)
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections and its data and
+// answers nothing, as a Redis behind a network partition, until Resume.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.process.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume lets a paused server run again.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if err := s.process.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Admin returns a client of database db as the default user, with TLS's client
@@ -167,9 +234,22 @@ func StartSentinel(t testing.TB, master *Server, masterName string) string {
 	}
 }
 
+// process is a running redis-server.
+type process struct {
+	cmd     *exec.Cmd
+	stopped sync.Once
+}
+
+func (p *process) stop() {
+	p.stopped.Do(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	})
+}
+
 // run runs redis-server with args until the test ends, and logs the files of dir that end
 // in .log when the test failed.
-func run(t testing.TB, dir string, args ...string) {
+func run(t testing.TB, dir string, args ...string) *process {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -180,9 +260,9 @@ func run(t testing.TB, dir string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &process{cmd: cmd}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		p.stop()
 		if t.Failed() {
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 			for _, l := range logs {
@@ -191,6 +271,7 @@ func run(t testing.TB, dir string, args ...string) {
 			}
 		}
 	})
+	return p
 }
 
 func freePort(t testing.TB) int {

@@ -65,9 +65,18 @@ func sourceKey(instance string) string { return sourceKeyPrefix + instance }
 
 const sourceKeyPrefix = "argocd-pull|resource-tree-source|"
 
+// markerKey is the manager's key that tells whether Redis still holds what the manager
+// wrote: set when missing, with the entries' expiration (markerExpiration), and extended
+// when half of it is left. Argo CD's Redis keeps nothing on disk: one that restarted (a
+// Pod rolled, an OOM kill) or was flushed has lost it with the trees, and checkMarker
+// finds it gone. One that was unreachable for a while, or a replica that a Sentinel
+// promoted, still has it. No app has this instance name (a Kubernetes name has no "|"),
+// and Argo CD reads no key of this prefix.
+const markerKey = sourceKeyPrefix + "|marker"
+
 // WriterACLRules are the rules of a Redis ACL user that can do what the writer does and
 // nothing else: GET, SET, PTTL, EXISTS, EXPIRE and DEL on the keys of the apps' trees and
-// managed resources and on the writer's own source keys, and PUBLISH of the tree
+// managed resources and on the writer's own source keys and marker, and PUBLISH of the tree
 // notifications. AUTH (and HELLO's answer to it) needs no rule; a database other than 0
 // needs +select as well. Give them to the manager's user:
 //
@@ -208,6 +217,39 @@ func (w *cacheWriter) result(err error) error {
 	w.mu.Unlock()
 	return err
 }
+
+// checkMarker reports whether Redis lost markerKey, and then sets it again; it extends it
+// when less than half of its expiration is left. On a Redis that holds it, that is one
+// PTTL, and an EXPIRE once per half expiration. It fails, and reports nothing lost, while
+// Redis cannot be reached; unlike the writes, it does not make them fail fast
+// (retryAfter). A Redis that answers it ends the writes' failing fast: the writes that
+// follow a restart must not fail for what a write failed while Redis was down.
+func (w *cacheWriter) checkMarker(ctx context.Context) (lost bool, err error) {
+	ttl, err := w.client.PTTL(ctx, markerKey).Result()
+	if err != nil {
+		return false, fmt.Errorf("read %s in the hub Argo CD's cache at %s: %w", markerKey, w.target, err)
+	}
+	w.mu.Lock()
+	w.downUntil, w.downErr = time.Time{}, nil
+	w.mu.Unlock()
+	switch {
+	case ttl == -2: // gone
+		// NX: a Redis that lost it, whoever sets it again.
+		if err := w.client.SetArgs(ctx, markerKey, time.Now().UTC().Format(time.RFC3339),
+			redis.SetArgs{Mode: "NX", TTL: w.markerExpiration()}).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return false, fmt.Errorf("set %s in the hub Argo CD's cache at %s: %w", markerKey, w.target, err)
+		}
+		return true, nil
+	case ttl == -1 || ttl < w.markerExpiration()/2:
+		if err := w.client.Expire(ctx, markerKey, w.markerExpiration()).Err(); err != nil {
+			return false, fmt.Errorf("extend %s in the hub Argo CD's cache at %s: %w", markerKey, w.target, err)
+		}
+	}
+	return false, nil
+}
+
+// markerExpiration is markerKey's: the entries' expiration, and at least ten checks.
+func (w *cacheWriter) markerExpiration() time.Duration { return max(w.expiration, 10*lossCheckPeriod) }
 
 // Close closes the connections.
 func (w *cacheWriter) Close() error { return w.client.Close() }

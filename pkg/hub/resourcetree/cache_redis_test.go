@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -21,9 +22,10 @@ import (
 // tells operators to make for the manager (WriterACLRules, with +select for database 2).
 // The manager's writer, as that user, over TLS with its client certificate, in database
 // 2, runs every command it has: it writes an app's entries, reads their source, sets it,
-// extends them and removes them, without a command refused (ACL LOG stays empty); the
-// entries are in database 2, not in 0. The same user is refused Argo CD's other keys and
-// every other command.
+// extends them and removes them, and checks that Redis still holds its marker (sets it,
+// finds it, extends it), without a command refused (ACL LOG stays empty); the entries are
+// in database 2, not in 0. The same user is refused Argo CD's other keys and every other
+// command.
 func TestWriterAsACLUserOverTLS(t *testing.T) {
 	const user, password = "argocd-pull-manager", "manager-s3cret"
 	certs := redisserver.NewTLS(t)
@@ -71,6 +73,21 @@ func TestWriterAsACLUserOverTLS(t *testing.T) {
 	if n := server.Admin(t, 2).DBSize(ctx).Val(); n != 0 {
 		t.Errorf("database 2 holds %d keys after remove, want none", n)
 	}
+	// The check that Redis still holds what the writer wrote: the marker is set when
+	// missing, found, and extended when half its expiration is gone.
+	if lost, err := w.checkMarker(ctx); err != nil || !lost {
+		t.Errorf("checkMarker on an empty Redis: lost %v, %v; want lost", lost, err)
+	}
+	if lost, err := w.checkMarker(ctx); err != nil || lost {
+		t.Errorf("checkMarker once set: lost %v, %v; want kept", lost, err)
+	}
+	server.Admin(t, 2).Expire(ctx, markerKey, 10*time.Minute)
+	if lost, err := w.checkMarker(ctx); err != nil || lost {
+		t.Errorf("checkMarker of a marker near its expiration: lost %v, %v; want kept", lost, err)
+	}
+	if ttl := server.Admin(t, 2).PTTL(ctx, markerKey).Val(); ttl < 59*time.Minute {
+		t.Errorf("the marker expires in %v, want an hour: it is not extended", ttl)
+	}
 	if refusals := server.ACLLog(t); len(refusals) != 0 {
 		t.Errorf("Redis refused the writer %d times: %v", len(refusals), refusals)
 	}
@@ -103,5 +120,85 @@ func TestOperationsDocumentsTheWriterACL(t *testing.T) {
 	want := "ACL SETUSER argocd-pull-manager on >" + "$PASSWORD " + strings.Join(WriterACLRules(), " ")
 	if !strings.Contains(string(doc), want) {
 		t.Errorf("docs/operations.md does not show the manager's ACL user as\n  %s", want)
+	}
+}
+
+// TestMarkerSurvivesASentinelFailover: a Redis reached through a Sentinel (real
+// redis-servers: a master and its replica) fails over to the replica, which has the
+// data; the old master is killed. The writer's check, once it reaches the new master,
+// finds its marker there and reports nothing lost, so the manager writes nothing again;
+// the app's entries are there as written.
+func TestMarkerSurvivesASentinelFailover(t *testing.T) {
+	const password = "s3cret"
+	master := redisserver.Start(t, redisserver.Options{Password: password})
+	replica := redisserver.Start(t, redisserver.Options{Password: password, ReplicaOf: master})
+	sentinelAddr := redisserver.StartSentinel(t, master, "argocd")
+	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
+		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte(password)}}).CoreV1().Secrets("argocd")
+	opts := argocdcache.ClientOptions{SentinelAddrs: []string{sentinelAddr}, SentinelMaster: "argocd",
+		PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}
+	client, err := argocdcache.NewClient(opts, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
+	defer w.Close()
+
+	ctx := context.Background()
+	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
+		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if lost, err := w.checkMarker(ctx); err != nil || !lost {
+		t.Fatalf("checkMarker on a Redis without the marker: lost %v, %v; want lost", lost, err)
+	}
+	if n, err := master.Admin(t, 0).Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d, %v", n, err)
+	}
+
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: sentinelAddr, DisableIdentity: true, Protocol: 2})
+	defer sentinel.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		// Refused (NOGOODSLAVE) until the Sentinel has seen the replica.
+		err := sentinel.Failover(ctx, "argocd").Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SENTINEL FAILOVER: %v", err)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err := sentinel.GetMasterAddrByName(ctx, "argocd").Result()
+		if err == nil && got[0]+":"+got[1] == replica.Addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Sentinel names %v (%v) as the master, want the replica %s", got, err, replica.Addr)
+		}
+	}
+	master.Stop(t)
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		lost, err := w.checkMarker(ctx)
+		if err == nil {
+			if lost {
+				t.Errorf("checkMarker after a failover to a replica that has the data: lost")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkMarker after the failover: %v", err)
+		}
+	}
+	if source, _, err := w.source(ctx, "web"); err != nil || source != sourceOf("digest-1") {
+		t.Errorf("the app's source on the new master: %q, %v", source, err)
+	}
+	if role, err := replica.Admin(t, 0).Do(ctx, "ROLE").Slice(); err != nil || role[0] != "master" {
+		t.Errorf("the replica's role: %v, %v; want master", role, err)
 	}
 }

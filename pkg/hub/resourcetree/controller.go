@@ -12,16 +12,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -64,6 +68,11 @@ type Options struct {
 	Settings
 }
 
+// lossCheckPeriod is how often the controller checks that the hub Argo CD's Redis still
+// holds what it wrote (watchRedis): a Redis that restarted has the trees back a period or
+// so later.
+const lossCheckPeriod = 2 * time.Second
+
 func (o Options) validate() error {
 	var errs []error
 	if o.AddonName == "" {
@@ -103,6 +112,7 @@ func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts 
 		cache: &cacheWriter{client: redisClient, target: clientOpts.Target(),
 			compression: opts.Redis.Compression, expiration: opts.Redis.Expiration},
 		recorder: mgr.GetEventRecorder(ControllerName), opts: opts, written: map[types.NamespacedName]written{},
+		log: mgr.GetLogger().WithValues("controller", ControllerName),
 	}
 	if err := mgr.Add(closeOnStop{r.cache}); err != nil {
 		return err
@@ -111,6 +121,7 @@ func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts 
 		Named(ControllerName).
 		For(argoapp.NewApplication(), builder.WithPredicates(predicate.NewPredicateFuncs(r.isCandidate))).
 		Watches(&statusv1alpha1.ApplicationStatusSlice{}, statusslices.TreeHandler(observed.ApplicationHandler(c, opts.AddonName).EnqueueApp)).
+		WatchesRawSource(source.Func(r.watchRedis)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 	if err != nil {
@@ -134,11 +145,14 @@ type reconciler struct {
 	cache    *cacheWriter
 	recorder events.EventRecorder
 	opts     Options
+	log      logr.Logger
 
 	mu sync.Mutex
 	// written is what this process last wrote for each app, and whether its last write
 	// failed.
 	written map[types.NamespacedName]written
+	// losses counts the times Redis was found to have lost what this process wrote.
+	losses int
 }
 
 type written struct {
@@ -165,6 +179,20 @@ func isServed(labels, annotations map[string]string) bool {
 // Reconcile keeps the cache entries of one hub Application: written while it is pulled
 // and its cluster's slices hold it, removed when it goes or leaves its cluster's slices.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	losses := r.lossCount()
+	result, err := r.reconcile(ctx, req)
+	if r.lossCount() != losses {
+		// Redis lost what it held while this ran: what this found or wrote there may be
+		// gone, and is known again as at start.
+		r.forgetUnlessFailing(req.NamespacedName)
+		if err == nil {
+			result = ctrl.Result{RequeueAfter: time.Millisecond}
+		}
+	}
+	return result, err
+}
+
+func (r *reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	instance := argocdcache.InstanceName(r.opts.ArgoCDNamespace, req.Namespace, req.Name)
 	app := argoapp.NewApplication()
@@ -325,6 +353,80 @@ func (r *reconciler) failed(ctx context.Context, key types.NamespacedName, app c
 	ctrl.LoggerFrom(ctx).Error(err, "cannot write the resource tree to the hub Argo CD's cache; its UI shows no tree, or an old one, for the app", "app", key)
 	r.recorder.Eventf(app, nil, corev1.EventTypeWarning, ReasonNotWritten, "WriteResourceTree",
 		"The hub Argo CD's UI cannot show this application's resource tree: %v. Propagation and status are not affected; the write is retried.", err)
+}
+
+// watchRedis checks every lossCheckPeriod that the hub Argo CD's Redis still holds what
+// this process wrote (cacheWriter.checkMarker: one PTTL). When it has lost it (a restart,
+// a flush), the process forgets what it wrote and enqueues those apps: each finds its
+// entries gone, as at start, and writes them again, at the pace of the work queue's
+// Concurrency workers. A Redis that cannot be reached is checked again; one that comes
+// back with its data costs no write.
+func (r *reconciler) watchRedis(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	go func() {
+		ticker := time.NewTicker(lossCheckPeriod)
+		defer ticker.Stop()
+		unreachable := false
+		for {
+			checkCtx, cancel := context.WithTimeout(ctx, lossCheckPeriod)
+			lost, err := r.cache.checkMarker(checkCtx)
+			cancel()
+			switch {
+			case err != nil && ctx.Err() == nil:
+				if !unreachable {
+					r.log.V(1).Info("cannot check that the hub Argo CD's cache holds the resource trees; checking again", "error", err)
+				}
+				unreachable = true
+			case lost:
+				unreachable = false
+				apps := r.redisLost()
+				for _, app := range apps {
+					queue.Add(reconcile.Request{NamespacedName: app})
+				}
+				if len(apps) > 0 {
+					r.log.Info("the hub Argo CD's cache lost the resource trees (Redis restarted or was flushed); writing them again", "apps", len(apps))
+				}
+			default:
+				unreachable = false
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// redisLost forgets what this process wrote, which Redis no longer holds, and returns
+// those apps. An app whose last write failed keeps its record: it is retried, and says
+// when it is written again.
+func (r *reconciler) redisLost() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.losses++
+	apps := make([]types.NamespacedName, 0, len(r.written))
+	for key, w := range r.written {
+		apps = append(apps, key)
+		if !w.failing {
+			delete(r.written, key)
+		}
+	}
+	return apps
+}
+
+func (r *reconciler) lossCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.losses
+}
+
+func (r *reconciler) forgetUnlessFailing(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.written[key].failing {
+		delete(r.written, key)
+	}
 }
 
 func (r *reconciler) forget(key types.NamespacedName) {
