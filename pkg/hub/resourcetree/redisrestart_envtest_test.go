@@ -37,7 +37,7 @@ func TestTreesComeBackAfterARedisRestart(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	g := testenv.NewGomega(t)
-	clusters := []string{"cluster5", "cluster6"}
+	clusters := []string{"cluster6", "cluster7"}
 	const appsPerCluster = 10
 	for _, ns := range append([]string{"argocd"}, clusters...) {
 		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
@@ -134,7 +134,7 @@ func TestTreesComeBackAfterARedisRestart(t *testing.T) {
 			g.Expect(c.List(ctx, events, client.InNamespace("argocd"))).To(gomega.Succeed())
 			var apps []string
 			for _, e := range events.Items {
-				if e.Reason == resourcetree.ReasonNotWritten && (strings.HasPrefix(e.Regarding.Name, "cluster5-") || strings.HasPrefix(e.Regarding.Name, "cluster6-")) {
+				if e.Reason == resourcetree.ReasonNotWritten && (strings.HasPrefix(e.Regarding.Name, "cluster6-") || strings.HasPrefix(e.Regarding.Name, "cluster7-")) {
 					apps = append(apps, e.Regarding.Name)
 				}
 			}
