@@ -139,6 +139,13 @@ type AppStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	TreeMessage string `json:"treeMessage,omitempty"`
 
+	// History is the last entries of the Application's status.history, oldest first
+	// (clusterreport.MaxHistoryEntries).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	History []RevisionHistory `json:"history,omitempty"`
+
 	// ObservedAt is when the agent first observed the Application in its current state.
 	ObservedAt metav1.Time `json:"observedAt"`
 

@@ -1,0 +1,133 @@
+package clusterreport
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+func gitHistory(n int) []argoapp.RevisionHistory {
+	var out []argoapp.RevisionHistory
+	for i := range n {
+		out = append(out, argoapp.RevisionHistory{
+			ID: int64(i), Revision: fmt.Sprintf("%040d", i), DeployedAt: "2026-11-28T06:00:00Z", DeployStartedAt: "2026-11-28T05:59:58Z",
+			Source:      &argoapp.HistorySource{RepoURL: "https://github.com/argoproj/argocd-example-apps", Path: "guestbook", TargetRevision: "HEAD"},
+			InitiatedBy: argoapp.OperationInitiator{Automated: true},
+		})
+	}
+	return out
+}
+
+// TestHistoryOf: an entry carries the last MaxHistoryEntries entries of the history,
+// oldest first, each as Argo CD wrote it; ten entries of a plain git source take a few
+// KiB; the history goes through the slice and back to the hub unchanged.
+func TestHistoryOf(t *testing.T) {
+	history := gitHistory(MaxHistoryEntries + 3)
+	history[len(history)-1].Source.Details = `{"helm":{"valueFiles":["values.yaml"]}}`
+	history[len(history)-1].InitiatedBy = argoapp.OperationInitiator{Username: "alice"}
+	e := Entry(App{Namespace: "argocd", Name: "web", History: history, ObservedAt: sliceTestTime}, Tree{})
+	if len(e.History) != MaxHistoryEntries || e.History[0].ID != 3 || e.History[MaxHistoryEntries-1].ID != 12 {
+		t.Fatalf("the entry carries ids %v, want the last %d, oldest first", ids(e.History), MaxHistoryEntries)
+	}
+	raw, _ := json.Marshal(e.History)
+	if len(raw) > 4*1024 {
+		t.Errorf("ten entries of a git source take %d bytes, want a few KiB", len(raw))
+	}
+	back := HistoryFromEntry(e.History)
+	want := history[3:]
+	if len(back) != len(want) {
+		t.Fatalf("the hub reads %d entries, want %d", len(back), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(back[i], want[i]) {
+			t.Errorf("entry %d reads back as %+v, want %+v", i, back[i], want[i])
+		}
+	}
+	if HistoryOf(nil) != nil || Entry(App{Namespace: "a", Name: "b"}, Tree{}).History != nil {
+		t.Error("an app without history carries one")
+	}
+}
+
+// TestHistoryOfCarriesSourcesWholeOrNot: a source over its bounds, a revision over its
+// bound, or more sources than MaxRevisions leave the entry without its sources (never a
+// source cut short, which would roll back to something else), and the entry stays; the
+// shown strings are cut; the newest entries that fit in MaxHistoryBytes are kept, an
+// entry too large with its sources without them.
+func TestHistoryOfCarriesSourcesWholeOrNot(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	cases := map[string]func(h *argoapp.RevisionHistory){
+		"a repoURL over its bound":        func(h *argoapp.RevisionHistory) { h.Source.RepoURL = long[:MaxHistorySourceBytes+1] },
+		"a path over its bound":           func(h *argoapp.RevisionHistory) { h.Source.Path = long[:MaxHistorySourceBytes+1] },
+		"a chart over its bound":          func(h *argoapp.RevisionHistory) { h.Source.Chart = long[:MaxHistorySourceBytes+1] },
+		"a targetRevision over its bound": func(h *argoapp.RevisionHistory) { h.Source.TargetRevision = long[:MaxNameBytes+1] },
+		"a ref over its bound":            func(h *argoapp.RevisionHistory) { h.Source.Ref = long[:MaxNameBytes+1] },
+		"a name over its bound":           func(h *argoapp.RevisionHistory) { h.Source.Name = long[:MaxNameBytes+1] },
+		"details over their bound":        func(h *argoapp.RevisionHistory) { h.Source.Details = long[:MaxHistorySourceDetailsBytes+1] },
+		"a revision over its bound":       func(h *argoapp.RevisionHistory) { h.Revision = long[:MaxNameBytes+1] },
+		"one of its sources over its bound": func(h *argoapp.RevisionHistory) {
+			h.Source, h.Revision = nil, ""
+			h.Sources = []argoapp.HistorySource{{RepoURL: "https://a"}, {RepoURL: "https://b", Details: long}}
+			h.Revisions = []string{"a", "b"}
+		},
+		"more sources than MaxRevisions": func(h *argoapp.RevisionHistory) {
+			h.Source, h.Revision = nil, ""
+			for range MaxRevisions + 1 {
+				h.Sources = append(h.Sources, argoapp.HistorySource{RepoURL: "https://a"})
+				h.Revisions = append(h.Revisions, "a")
+			}
+		},
+	}
+	for what, change := range cases {
+		history := gitHistory(2)
+		change(&history[1])
+		got := HistoryOf(history)
+		if len(got) != 2 || got[0].Source == nil {
+			t.Fatalf("%s: %d entries, want both, the first with its source", what, len(got))
+		}
+		if e := got[1]; e.Source != nil || e.Sources != nil || e.ID != 1 {
+			t.Errorf("%s: the entry carries source %+v and sources %v, want neither", what, e.Source, e.Sources)
+		}
+		if e := got[1]; len(e.Revision) > MaxNameBytes || len(e.Revisions) > MaxRevisions {
+			t.Errorf("%s: revisions of %d bytes and %d items, over their bounds", what, len(e.Revision), len(e.Revisions))
+		}
+	}
+
+	shown := gitHistory(1)
+	shown[0].DeployedAt, shown[0].InitiatedBy.Username = long, long
+	if got := HistoryOf(shown)[0]; len(got.DeployedAt) > maxStatusBytes || len(got.InitiatedBy.Username) > MaxNameBytes || got.Source == nil {
+		t.Errorf("the shown strings are not cut, or the source went: %+v", got)
+	}
+
+	// Large helm values: the newest entries that fit, the oldest left out.
+	large := gitHistory(MaxHistoryEntries)
+	for i := range large {
+		large[i].Source.Details = `{"helm":{"values":"` + long[:MaxHistorySourceDetailsBytes-30] + `"}}`
+	}
+	got := HistoryOf(large)
+	raw, _ := json.Marshal(got)
+	if len(raw) > MaxHistoryBytes || len(got) < 5 || got[len(got)-1].ID != int64(MaxHistoryEntries-1) || got[len(got)-1].Source == nil {
+		t.Errorf("a history of large sources keeps ids %v in %d bytes; want the newest that fit in %d, with their sources", ids(got), len(raw), MaxHistoryBytes)
+	}
+	// An entry too large with its sources for what is left is kept without them.
+	wide := gitHistory(1)
+	wide[0].Source = nil
+	for range MaxRevisions {
+		wide[0].Sources = append(wide[0].Sources, argoapp.HistorySource{RepoURL: "https://a", Details: `{"helm":{"values":"` + long[:MaxHistorySourceDetailsBytes-30] + `"}}`})
+	}
+	if got := HistoryOf(wide); len(got) != 1 || got[0].Sources != nil {
+		t.Errorf("an entry of %d sources of 4 KiB each: %d entries, sources kept: %v; want it without its sources", MaxRevisions, len(got), got != nil && got[0].Sources != nil)
+	}
+}
+
+func ids(history []statusv1alpha1.RevisionHistory) []int64 {
+	var out []int64
+	for _, e := range history {
+		out = append(out, e.ID)
+	}
+	return out
+}
