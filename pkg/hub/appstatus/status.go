@@ -5,8 +5,9 @@
 // UI and CLI show a pulled app as completely as a pushed one.
 //
 // It owns these fields of status: sync.status, sync.revision, sync.revisions,
-// health.status, health.message, operationState.phase, .startedAt and .message,
-// resources, reconciledAt, and Argo CD's condition types (those ending in Error or
+// health.status, health.message, operationState.phase, .startedAt, .finishedAt,
+// .message and .syncResult, resources, history, reconciledAt, and Argo CD's condition
+// types (those ending in Error or
 // Warning) except the propagation controller's OCMPropagationError. A condition of
 // another type is another writer's, and is kept as it is. It writes them with a merge
 // patch that carries the resourceVersion read (optimistic locking), and only when one
@@ -73,7 +74,7 @@ func isHubNote(c argoapp.Condition) bool {
 // The fields from the feedback (sync and health status, revision, operation phase and
 // start) are set when known and kept otherwise. Those that only the agent's report
 // carries (sync.revisions, the health and operation messages, resources, Argo CD's
-// conditions) are the report's entry, or absent when the report has none: the hub never
+// conditions, the history) are the report's entry, or absent when the report has none: the hub never
 // shows an earlier entry next to a newer feedback, and d's notes say why there is none.
 func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (changed, holding bool) {
 	before := app.DeepCopy()
@@ -153,6 +154,11 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		setResources(status, nil)
 	} else {
 		setResources(status, resourceList(s.Resources))
+	}
+	if history := historyList(s.History); len(history) > 0 {
+		status["history"] = history
+	} else {
+		delete(status, "history")
 	}
 
 	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
