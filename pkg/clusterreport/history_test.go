@@ -131,3 +131,59 @@ func ids(history []statusv1alpha1.RevisionHistory) []int64 {
 	}
 	return out
 }
+
+// FuzzHistoryOf: whatever the history, the entry's history holds at most
+// MaxHistoryEntries entries in MaxHistoryBytes, the newest last, every string within its
+// schema bound, and every source it carries is the source as Argo CD wrote it.
+func FuzzHistoryOf(f *testing.F) {
+	f.Add(3, 10, 40, 20, 0, uint8(1))
+	f.Add(12, 1100, 300, 5000, 70, uint8(3))
+	f.Add(10, 1000, 250, 4000, 64, uint8(0))
+	f.Fuzz(func(t *testing.T, entries, repoBytes, revisionBytes, detailsBytes, sources int, seed uint8) {
+		entries, repoBytes, revisionBytes, detailsBytes, sources = entries%20, repoBytes%1200, revisionBytes%300, detailsBytes%5000, sources%80
+		if entries < 0 || repoBytes < 0 || revisionBytes < 0 || detailsBytes < 0 || sources < 0 {
+			return
+		}
+		source := argoapp.HistorySource{RepoURL: strings.Repeat("r", repoBytes), Path: "p", Details: strings.Repeat("d", detailsBytes)}
+		var history []argoapp.RevisionHistory
+		for i := range entries {
+			h := argoapp.RevisionHistory{ID: int64(i), DeployedAt: "2026-11-28T06:00:00Z", InitiatedBy: argoapp.OperationInitiator{Username: "u"}}
+			if (i+int(seed))%2 == 0 {
+				h.Revision, h.Source = strings.Repeat("a", revisionBytes), &source
+			} else {
+				for range sources {
+					h.Sources = append(h.Sources, source)
+					h.Revisions = append(h.Revisions, strings.Repeat("b", revisionBytes))
+				}
+			}
+			history = append(history, h)
+		}
+		got := HistoryOf(history)
+		raw, _ := json.Marshal(got)
+		if len(got) > MaxHistoryEntries || len(raw) > MaxHistoryBytes {
+			t.Fatalf("%d entries in %d bytes", len(got), len(raw))
+		}
+		if entries > 0 && (len(got) == 0 || got[len(got)-1].ID != int64(entries-1)) {
+			t.Fatalf("the newest entry is not carried: ids %v", ids(got))
+		}
+		whole := statusv1alpha1.HistorySource{RepoURL: source.RepoURL, Path: source.Path, Details: source.Details}
+		for _, e := range got {
+			if len(e.Revision) > MaxNameBytes || len(e.Revisions) > MaxRevisions || len(e.Sources) > MaxRevisions {
+				t.Fatalf("entry %d over its bounds", e.ID)
+			}
+			for _, r := range e.Revisions {
+				if len(r) > MaxNameBytes {
+					t.Fatalf("entry %d: a revision of %d bytes", e.ID, len(r))
+				}
+			}
+			if e.Source != nil && (*e.Source != whole || e.Revision != history[e.ID].Revision) {
+				t.Fatalf("entry %d carries a source or revision other than Argo CD's", e.ID)
+			}
+			for _, s := range e.Sources {
+				if s != whole || !reflect.DeepEqual(e.Revisions, history[e.ID].Revisions) {
+					t.Fatalf("entry %d carries a source or revisions other than Argo CD's", e.ID)
+				}
+			}
+		}
+	})
+}
