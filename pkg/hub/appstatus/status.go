@@ -155,11 +155,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	} else {
 		setResources(status, resourceList(s.Resources))
 	}
-	if history := historyList(s.History); len(history) > 0 {
-		status["history"] = history
-	} else {
-		delete(status, "history")
-	}
+	setHistory(status, historyList(s.History))
 
 	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
 	if !equalConditions(ownedConditions(status), wanted) {
@@ -270,6 +266,20 @@ func setResources(status map[string]any, resources []any) {
 		return
 	}
 	status["resources"] = resources
+}
+
+// setHistory sets status.history to history, or removes it when there is none; as
+// setResources, a history equal to the digest that the manager's cache holds stays the
+// digest.
+func setHistory(status map[string]any, history []any) {
+	if hubcache.SameResources(status["history"], history) {
+		return
+	}
+	if len(history) == 0 {
+		delete(status, "history")
+		return
+	}
+	status["history"] = history
 }
 
 // equalStatus compares the statuses of two versions of an app, reconciledAt aside.
