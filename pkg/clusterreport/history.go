@@ -25,9 +25,11 @@ const (
 	MaxHistorySourceBytes        = 1024
 	MaxHistorySourceDetailsBytes = 4096
 
-	// MaxHistoryBytes bounds an app's history, in bytes of JSON: the newest entries that
-	// fit are carried. Ten entries of a plain git source take about 3 KiB; this leaves a
-	// quarter of SliceTargetBytes for an app whose sources carry large helm values.
+	// MaxHistoryBytes bounds an app's history, in bytes of JSON with every entry's
+	// sources written out: the newest entries that fit are carried. Ten entries of a plain
+	// git source take about 3 KiB so (2 KiB in the slice, where an entry of the same
+	// sources as the one before it does not repeat them); this leaves a quarter of
+	// SliceTargetBytes for an app whose sources carry large helm values.
 	MaxHistoryBytes = 32 * 1024
 )
 
@@ -37,8 +39,9 @@ const (
 // rollback reads (the revisions and the sources) is never cut: an entry whose revision,
 // a source field or its details exceed their bounds, or with more sources than
 // MaxRevisions, is carried without its sources, which Argo CD then refuses to roll back
-// to ("sync to revision instead"), rather than roll back to something else. Nil for no
-// history.
+// to ("sync to revision instead"), rather than roll back to something else. An entry
+// of the same sources as the entry before it says so (SameSourcesAsPrevious) instead of
+// repeating them. Nil for no history.
 func HistoryOf(history []argoapp.RevisionHistory) []statusv1alpha1.RevisionHistory {
 	if len(history) > MaxHistoryEntries {
 		history = history[len(history)-MaxHistoryEntries:]
@@ -59,7 +62,22 @@ func HistoryOf(history []argoapp.RevisionHistory) []statusv1alpha1.RevisionHisto
 		out = append(out, e)
 	}
 	slices.Reverse(out)
+	// An entry of the same sources as the one before it says so instead of repeating
+	// them (HistoryFromEntry puts them back).
+	for i := len(out) - 1; i > 0; i-- {
+		if e, previous := &out[i], out[i-1]; carriesSources(*e) && carriesSources(previous) && sameSources(*e, previous) {
+			e.Source, e.Sources, e.SameSourcesAsPrevious = nil, nil, true
+		}
+	}
 	return out
+}
+
+func carriesSources(e statusv1alpha1.RevisionHistory) bool {
+	return e.Source != nil || len(e.Sources) > 0
+}
+
+func sameSources(a, b statusv1alpha1.RevisionHistory) bool {
+	return (a.Source == nil) == (b.Source == nil) && (a.Source == nil || *a.Source == *b.Source) && slices.Equal(a.Sources, b.Sources)
 }
 
 // historyEntry returns the entry of h, and whether it carries its sources.
@@ -117,13 +135,36 @@ func historyEntrySize(e statusv1alpha1.RevisionHistory) int {
 	return len(raw)
 }
 
-// HistoryFromEntry returns the history of an entry as the hub reads it.
+// HistoryFromEntry returns the history of an entry as the hub reads it: an entry of
+// SameSourcesAsPrevious with the sources of the entry before it (none for the first),
+// and of those the newest that fit in MaxHistoryBytes, as HistoryOf measures them. So
+// the hub reads all of what an agent's HistoryOf wrote, and never more than
+// MaxHistoryBytes of an app, however an agent repeats its sources.
 func HistoryFromEntry(history []statusv1alpha1.RevisionHistory) []argoapp.RevisionHistory {
 	if len(history) == 0 {
 		return nil
 	}
-	out := make([]argoapp.RevisionHistory, 0, len(history))
-	for _, e := range history {
+	resolved := make([]statusv1alpha1.RevisionHistory, len(history))
+	for i, e := range history {
+		if e.SameSourcesAsPrevious {
+			e.SameSourcesAsPrevious = false
+			e.Source, e.Sources = nil, nil
+			if i > 0 {
+				e.Source, e.Sources = resolved[i-1].Source, resolved[i-1].Sources
+			}
+		}
+		resolved[i] = e
+	}
+	first, total := len(resolved), 2
+	for ; first > 0; first-- {
+		size := historyEntrySize(resolved[first-1]) + 1
+		if total+size > MaxHistoryBytes {
+			break
+		}
+		total += size
+	}
+	out := make([]argoapp.RevisionHistory, 0, len(resolved)-first)
+	for _, e := range resolved[first:] {
 		h := argoapp.RevisionHistory{ID: e.ID, Revision: e.Revision, Revisions: e.Revisions,
 			DeployedAt: e.DeployedAt, DeployStartedAt: e.DeployStartedAt}
 		if e.InitiatedBy != nil {
@@ -137,6 +178,9 @@ func HistoryFromEntry(history []statusv1alpha1.RevisionHistory) []argoapp.Revisi
 			h.Sources = append(h.Sources, sourceFromEntry(s))
 		}
 		out = append(out, h)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

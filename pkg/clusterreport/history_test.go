@@ -35,8 +35,16 @@ func TestHistoryOf(t *testing.T) {
 		t.Fatalf("the entry carries ids %v, want the last %d, oldest first", ids(e.History), MaxHistoryEntries)
 	}
 	raw, _ := json.Marshal(e.History)
-	if len(raw) > 4*1024 {
-		t.Errorf("ten entries of a git source take %d bytes, want a few KiB", len(raw))
+	if len(raw) > 2500 {
+		t.Errorf("ten entries of a git source take %d bytes, want about 2 KiB", len(raw))
+	}
+	for _, h := range e.History[1 : len(e.History)-1] {
+		if !h.SameSourcesAsPrevious || h.Source != nil {
+			t.Errorf("entry %d repeats the source of the entry before it", h.ID)
+		}
+	}
+	if last := e.History[len(e.History)-1]; last.SameSourcesAsPrevious || last.Source == nil {
+		t.Error("the newest entry, of another source, does not carry it")
 	}
 	back := HistoryFromEntry(e.History)
 	want := history[3:]
@@ -110,8 +118,15 @@ func TestHistoryOfCarriesSourcesWholeOrNot(t *testing.T) {
 	}
 	got := HistoryOf(large)
 	raw, _ := json.Marshal(got)
-	if len(raw) > MaxHistoryBytes || len(got) < 5 || got[len(got)-1].ID != int64(MaxHistoryEntries-1) || got[len(got)-1].Source == nil {
-		t.Errorf("a history of large sources keeps ids %v in %d bytes; want the newest that fit in %d, with their sources", ids(got), len(raw), MaxHistoryBytes)
+	read := HistoryFromEntry(got)
+	withSources := 0
+	for _, h := range read {
+		if h.Source != nil {
+			withSources++
+		}
+	}
+	if len(raw) > MaxHistoryBytes || withSources < 5 || withSources == len(large) || read[len(read)-1].ID != int64(MaxHistoryEntries-1) || read[len(read)-1].Source == nil {
+		t.Errorf("a history of large sources keeps ids %v in %d bytes, %d with their sources; want the newest that fit in %d with them", ids(got), len(raw), withSources, MaxHistoryBytes)
 	}
 	// An entry too large with its sources for what is left is kept without them.
 	wide := gitHistory(1)
@@ -121,6 +136,32 @@ func TestHistoryOfCarriesSourcesWholeOrNot(t *testing.T) {
 	}
 	if got := HistoryOf(wide); len(got) != 1 || got[0].Sources != nil {
 		t.Errorf("an entry of %d sources of 4 KiB each: %d entries, sources kept: %v; want it without its sources", MaxRevisions, len(got), got != nil && got[0].Sources != nil)
+	}
+}
+
+// TestHistoryFromEntryIsBounded: an agent that repeats a large source in every entry
+// (SameSourcesAsPrevious) gets no more than MaxHistoryBytes of history read on the hub,
+// the newest entries; an entry that repeats the sources of none has none.
+func TestHistoryFromEntryIsBounded(t *testing.T) {
+	large := statusv1alpha1.HistorySource{RepoURL: "https://a", Details: strings.Repeat("d", MaxHistorySourceDetailsBytes)}
+	first := statusv1alpha1.RevisionHistory{ID: 0, DeployedAt: "2026-11-28T06:00:00Z"}
+	for range MaxRevisions {
+		first.Sources = append(first.Sources, large)
+	}
+	history := []statusv1alpha1.RevisionHistory{first}
+	for i := 1; i < MaxHistoryEntries; i++ {
+		history = append(history, statusv1alpha1.RevisionHistory{ID: int64(i), DeployedAt: "2026-11-28T06:00:00Z", SameSourcesAsPrevious: true})
+	}
+	read := HistoryFromEntry(history)
+	raw, _ := json.Marshal(read)
+	if len(raw) > 2*MaxHistoryBytes {
+		t.Errorf("the hub reads %d bytes of history, want at most about %d", len(raw), MaxHistoryBytes)
+	}
+	if len(history[1].Sources) != 0 {
+		t.Error("HistoryFromEntry changed the entry it read")
+	}
+	if got := HistoryFromEntry([]statusv1alpha1.RevisionHistory{{ID: 0, DeployedAt: "x", SameSourcesAsPrevious: true}}); len(got) != 1 || got[0].Source != nil || got[0].Sources != nil {
+		t.Errorf("a first entry that repeats nothing reads as %+v", got)
 	}
 }
 
@@ -165,6 +206,17 @@ func FuzzHistoryOf(f *testing.F) {
 		}
 		if entries > 0 && (len(got) == 0 || got[len(got)-1].ID != int64(entries-1)) {
 			t.Fatalf("the newest entry is not carried: ids %v", ids(got))
+		}
+		read := HistoryFromEntry(got)
+		if len(read) != len(got) {
+			t.Fatalf("the hub reads %d of the %d entries the agent wrote", len(read), len(got))
+		}
+		for i, h := range read {
+			original := history[h.ID]
+			if h.ID != got[i].ID || (h.Source != nil && (*h.Source != source || h.Revision != original.Revision)) ||
+				(h.Sources != nil && (!reflect.DeepEqual(h.Sources, original.Sources) || !reflect.DeepEqual(h.Revisions, original.Revisions))) {
+				t.Fatalf("entry %d reads back with sources other than Argo CD's", h.ID)
+			}
 		}
 		whole := statusv1alpha1.HistorySource{RepoURL: source.RepoURL, Path: source.Path, Details: source.Details}
 		for _, e := range got {

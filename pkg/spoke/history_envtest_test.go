@@ -45,10 +45,13 @@ func TestHistoryReachesTheSlice(t *testing.T) {
 		h := f.entries(g)["web"].History
 		g.Expect(h).To(gomega.HaveLen(clusterreport.MaxHistoryEntries))
 		g.Expect(h[0].ID).To(gomega.BeEquivalentTo(2))
+		g.Expect(h[0].Source).To(gomega.Equal(&want))
+		// The same source as the entry before it: not repeated.
 		g.Expect(h[9]).To(gomega.Equal(statusv1alpha1.RevisionHistory{
 			ID: 11, Revision: fmt.Sprintf("%040d", 11), DeployedAt: "2026-11-28T06:11:10Z", DeployStartedAt: "2026-11-28T06:11:05Z",
-			Source: &want, InitiatedBy: &statusv1alpha1.HistoryInitiator{Username: "alice"},
+			SameSourcesAsPrevious: true, InitiatedBy: &statusv1alpha1.HistoryInitiator{Username: "alice"},
 		}))
+		g.Expect(*clusterreport.HistoryFromEntry(h)[9].Source).To(gomega.BeEquivalentTo(want))
 	}).Should(gomega.Succeed())
 
 	// Argo CD syncs again: its entry comes, the oldest goes (as Argo CD cuts it too).

@@ -35,6 +35,10 @@ type RevisionHistory struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	Sources []HistorySource `json:"sources,omitempty"`
+	// SameSourcesAsPrevious: the entry's source (or sources) is that of the entry before
+	// it in the list, which is not repeated. Most syncs of an app are of the same source.
+	// +optional
+	SameSourcesAsPrevious bool `json:"sameSourcesAsPrevious,omitempty"`
 	// InitiatedBy is who started the sync.
 	// +optional
 	InitiatedBy *HistoryInitiator `json:"initiatedBy,omitempty"`
