@@ -64,6 +64,8 @@ type Status struct {
 	OperationState OperationState
 	Resources      []ResourceStatus
 	Conditions     []Condition
+	// History is the last HistoryLimit entries of status.history, oldest first.
+	History []RevisionHistory
 	// ReconciledAt is status.reconciledAt as written (RFC 3339): when Argo CD's
 	// application-controller last compared the Application with its sources.
 	ReconciledAt string
@@ -260,6 +262,8 @@ func DecodeStatus(app *unstructured.Unstructured) (Status, error) {
 			Message: r.str(condition, path, "message"),
 		})
 	}
+
+	out.History = r.history(status, ".status")
 
 	if r.err != nil {
 		return Status{}, fmt.Errorf("decode status of application %s/%s: %w", app.GetNamespace(), app.GetName(), r.err)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gobwas/glob"
@@ -145,4 +147,67 @@ func HasInlineManifests(app *unstructured.Unstructured) bool {
 	}
 	list, ok := manifests.([]any)
 	return !ok || len(list) > 0
+}
+
+// OperationSourcesNotPermitted returns the repository URLs of the sources that an
+// Application's .operation.sync names (sync.source, sync.sources) which the hub may not
+// let through: with project, the hub AppProject of the Application, those its
+// spec.sourceRepos does not permit (ProjectPermitsSources); without one (the hub has no
+// AppProject of that name), those that the Application's own spec does not name. Nil for
+// an operation that names no source: a sync of the spec's sources.
+//
+// A sync names sources only by `argocd app rollback`: argocd-server's Rollback copies
+// them from the chosen entry of status.history, which on a pulled app the status mirror
+// writes from the managed cluster's agent. Argo CD trusts them (its controller writes
+// the history of a pushed app) and checks them nowhere: argocd-server's Rollback does not,
+// and the application-controller checks the project's source repositories against the
+// spec only (util/argo ValidatePermissions, v3.2), not against the operation it syncs.
+// So the manager checks them before it delivers the operation: else an agent's forged
+// history entry would let a hub user's rollback deploy, on its cluster, from a
+// repository that the Application's project does not permit; and so would a hub user who
+// may patch the Application and writes such an operation by hand.
+func OperationSourcesNotPermitted(app, project *unstructured.Unstructured) []string {
+	sources := operationSources(app)
+	if len(sources) == 0 {
+		return nil
+	}
+	if project != nil {
+		return ProjectPermitsSources(project, Spec{Sources: sources})
+	}
+	spec, _ := DecodeSpec(app)
+	named := map[string]bool{}
+	if spec.Source != nil {
+		named[normalizeGitURL(spec.Source.RepoURL)] = true
+	}
+	for _, s := range spec.Sources {
+		named[normalizeGitURL(s.RepoURL)] = true
+	}
+	var denied []string
+	for _, s := range sources {
+		if !named[normalizeGitURL(s.RepoURL)] {
+			denied = append(denied, s.RepoURL)
+		}
+	}
+	return denied
+}
+
+// operationSources returns the sources of .operation.sync that name a repository
+// (argocd-server's Rollback sets sync.source, empty, for a multi-source entry too).
+func operationSources(app *unstructured.Unstructured) []Source {
+	sync, _, _ := unstructured.NestedMap(app.Object, "operation", "sync")
+	var r fieldReader
+	var out []Source
+	if source := r.object(sync, ".operation.sync", "source"); source != nil {
+		out = append(out, r.source(source, ".operation.sync.source"))
+	}
+	for i, item := range r.list(sync, ".operation.sync", "sources") {
+		path := ".operation.sync.sources[" + strconv.Itoa(i) + "]"
+		out = append(out, r.source(r.element(item, path), path))
+	}
+	if r.err != nil {
+		// A source the decoder cannot read names no repository it can check: refuse it
+		// as one that is not permitted.
+		return []Source{{RepoURL: "(unreadable: " + r.err.Error() + ")"}}
+	}
+	return slices.DeleteFunc(out, func(s Source) bool { return s.RepoURL == "" })
 }

@@ -92,3 +92,40 @@ func TestHasInlineManifests(t *testing.T) {
 		}
 	}
 }
+
+// TestOperationSourcesNotPermitted: the sources of a rollback's sync (from a history
+// entry) are checked against the hub AppProject's source repositories, or, without one,
+// against the repositories the Application's spec names; a sync that names no source (a
+// sync of the spec), or the empty sync.source argocd-server's Rollback sets beside the
+// sources of a multi-source entry, is let through.
+func TestOperationSourcesNotPermitted(t *testing.T) {
+	app := func(operation string) *unstructured.Unstructured {
+		return application(t, appHeader+`
+spec:
+  project: team
+  source: {repoURL: https://git.example.com/team/apps.git, path: web}
+`+operation)
+	}
+	project := projectWith(map[string]any{"sourceRepos": []any{"https://git.example.com/team/*"}})
+	for _, tt := range []struct {
+		name, operation string
+		project         *unstructured.Unstructured
+		denied          []string
+	}{
+		{"no operation", "", project, nil},
+		{"a sync of the spec", "operation: {sync: {revision: main}}", project, nil},
+		{"a rollback within the project", "operation: {sync: {revision: abc, source: {repoURL: https://git.example.com/team/old.git, path: web}}}", project, nil},
+		{"a rollback outside the project", "operation: {sync: {revision: abc, source: {repoURL: https://evil.example.com/x.git}}}", project,
+			[]string{"https://evil.example.com/x.git"}},
+		{"a multi-source rollback, one source outside", "operation: {sync: {revisions: [a, b], source: {repoURL: ''}, sources: [{repoURL: https://git.example.com/team/a}, {repoURL: https://evil.example.com/b}]}}", project,
+			[]string{"https://evil.example.com/b"}},
+		{"without a project, the spec's repository", "operation: {sync: {revision: abc, source: {repoURL: https://git.example.com/team/apps, path: old}}}", nil, nil},
+		{"without a project, another repository", "operation: {sync: {revision: abc, source: {repoURL: https://git.example.com/team/other.git}}}", nil,
+			[]string{"https://git.example.com/team/other.git"}},
+		{"an unreadable source", "operation: {sync: {source: {repoURL: 5}}}", project, []string{"(unreadable: malformed field: .operation.sync.source.repoURL is float64, want string)"}},
+	} {
+		if got := OperationSourcesNotPermitted(app(tt.operation), tt.project); !reflect.DeepEqual(got, tt.denied) {
+			t.Errorf("%s: denied %q, want %q", tt.name, got, tt.denied)
+		}
+	}
+}

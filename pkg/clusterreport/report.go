@@ -249,6 +249,9 @@ type App struct {
 	Conditions []argoapp.Condition
 	// ConditionsOmitted counts the conditions left out of Conditions.
 	ConditionsOmitted int
+	// History is the last entries of status.history, oldest first. Only the status
+	// slices carry it (HistoryOf); the app conditions do not.
+	History []argoapp.RevisionHistory
 
 	// ObservedAt is when the agent first observed the Application in its current state,
 	// to the second. It does not move while the state does not change, so that an

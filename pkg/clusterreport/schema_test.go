@@ -67,7 +67,19 @@ func TestSliceSchemaBoundsAreTheEncoders(t *testing.T) {
 	for _, field := range []string{"group", "kind", "namespace", "name"} {
 		maxLength["apps.[].nodes.[].parentRefs.[]."+field] = MaxNameBytes
 	}
+	for _, source := range []string{"apps.[].history.[].source", "apps.[].history.[].sources.[]"} {
+		for field, bound := range map[string]int{"repoURL": MaxHistorySourceBytes, "path": MaxHistorySourceBytes, "chart": MaxHistorySourceBytes,
+			"targetRevision": MaxNameBytes, "ref": MaxNameBytes, "name": MaxNameBytes, "details": MaxHistorySourceDetailsBytes} {
+			maxLength[source+"."+field] = bound
+		}
+	}
+	maxLength["apps.[].history.[].revision"] = MaxNameBytes
+	maxLength["apps.[].history.[].revisions.[]"] = MaxNameBytes
+	maxLength["apps.[].history.[].deployedAt"] = maxStatusBytes
+	maxLength["apps.[].history.[].deployStartedAt"] = maxStatusBytes
+	maxLength["apps.[].history.[].initiatedBy.username"] = MaxNameBytes
 	maxItems := map[string]int{
+		"apps.[].history": MaxHistoryEntries, "apps.[].history.[].revisions": MaxRevisions, "apps.[].history.[].sources": MaxRevisions,
 		"apps": MaxAppsPerSlice, "apps.[].sync.revisions": MaxRevisions, "apps.[].conditions": MaxSliceConditionsPerApp,
 		"apps.[].resources": MaxSliceResourcesPerApp, "apps.[].nodes": MaxSliceNodesPerApp,
 		"apps.[].resources.[].images": MaxImagesPerResource, "apps.[].nodes.[].images": MaxImagesPerResource,

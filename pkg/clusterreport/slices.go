@@ -92,8 +92,9 @@ type Tree struct {
 // images from tree where status.resources has none (Argo CD 3 does not persist resource
 // health by default), and the other nodes of the tree with their parents. Messages are
 // cut at MaxMessageBytes and names at the length of a Kubernetes name, visibly; nothing
-// is left out but the revisions past MaxRevisions and the images and parents of a
-// resource or node past MaxImagesPerResource and MaxParentRefsPerNode. The entry is deterministic: resources and nodes sorted by group, kind,
+// is left out but the revisions past MaxRevisions, the images and parents of a
+// resource or node past MaxImagesPerResource and MaxParentRefsPerNode, and the history
+// that HistoryOf leaves out. The entry is deterministic: resources and nodes sorted by group, kind,
 // namespace and name, conditions errors first.
 func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 	e := statusv1alpha1.AppStatus{
@@ -107,6 +108,7 @@ func Entry(app App, tree Tree) statusv1alpha1.AppStatus {
 			Revision: TruncateMessage(app.Sync.Revision, MaxNameBytes),
 		},
 		Health:     health(app.Health, MaxMessageBytes),
+		History:    HistoryOf(app.History),
 		ObservedAt: metav1.NewTime(app.ObservedAt.UTC().Truncate(time.Second)),
 	}
 	if app.HubNamespace != "" || app.HubName != "" {

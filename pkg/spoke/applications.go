@@ -67,8 +67,9 @@ func manifestWorkOf(refs []metav1.OwnerReference) (string, bool) {
 
 // localApplication is what the agent's informers keep of a local Application: its
 // identity, whether it came from the hub and, when it did, its report, decoded once as it
-// arrives. Everything else of the object (its spec, status.history, the sync result's
-// plain successes, managed fields and annotations) is dropped before the informer stores it, so
+// arrives. Everything else of the object (its spec, status.history but its last
+// argoapp.HistoryLimit entries, the sync result's plain successes, managed fields and
+// annotations) is dropped before the informer stores it, so
 // that the agent holds one compact copy of each app, not the object and a decoding of it.
 type localApplication struct {
 	metav1.TypeMeta
@@ -152,6 +153,7 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 	clusterreport.SortResources(status.Resources)
 	app.Resources = status.Resources
 	app.Conditions = status.Conditions
+	app.History = status.History
 	out.report = app
 	if t, err := time.Parse(time.RFC3339, status.ReconciledAt); err == nil {
 		out.reconciledAt = t

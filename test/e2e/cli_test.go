@@ -308,6 +308,80 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		_, err = target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "after-lb", metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the wave after the unhealthy one applied on %s: %v", target.Name, err)
 	})
+
+	It("lists the syncs done on its managed cluster with `argocd app history`, and `argocd app rollback` deploys an earlier one there", func(ctx SpecContext) {
+		const name, path = "cli-history", "cli-history"
+		version := func(v string) map[string]string {
+			return map[string]string{path + "/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: version}\ndata: {version: \"" + v + "\"}\n"}
+		}
+		deployed := func(ctx context.Context) (string, error) {
+			cm, err := target.Kube.CoreV1().ConfigMaps(name).Get(ctx, "version", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return cm.Data["version"], nil
+		}
+		_, err := theFleet.Git.Commit("cli-history: version 1", version("1"))
+		Expect(err).NotTo(HaveOccurred())
+		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
+		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
+		c.createApp(ctx, a)
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			return spokeStatus(ctx, spokeApps, name, "sync", "status")
+		}).Should(Equal("OutOfSync"))
+		expectReported(ctx, c, name)
+
+		By("two syncs, to version 1 and to version 2")
+		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync: %s", out)
+		_, err = theFleet.Git.Commit("cli-history: version 2", version("2"))
+		Expect(err).NotTo(HaveOccurred())
+		out, code = cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app sync: %s", out)
+		Expect(deployed(ctx)).To(Equal("2"))
+
+		By("the hub Application holds the managed cluster's history, and `argocd app history` lists both syncs")
+		var history []argoapp.RevisionHistory
+		eventually(ctx, func(ctx context.Context) (int, error) {
+			u, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return 0, err
+			}
+			status, err := argoapp.DecodeStatus(u)
+			history = status.History
+			return len(history), err
+		}).Should(Equal(2), "the hub Application's status.history")
+		first, second := history[0], history[1]
+		Expect(first.Revision).NotTo(Equal(second.Revision))
+		Expect(first.Source).NotTo(BeNil())
+		Expect(first.Source.Path).To(Equal(path))
+		out, code = cli(ctx, "app", "history", fleet.ArgoCDNamespace+"/"+name)
+		Expect(code).To(Equal(0), "argocd app history: %s", out)
+		Expect(out).To(ContainSubstring(theFleet.Git.URL()))
+		for _, h := range history {
+			Expect(out).To(MatchRegexp(`(?m)^%d\s.*\(%s\)`, h.ID, h.Revision[:7]), "the history lists the sync to %s", h.Revision)
+		}
+
+		By("`argocd app rollback` to the first sync deploys version 1 on " + target.Name)
+		out, code = cli(ctx, "app", "rollback", fleet.ArgoCDNamespace+"/"+name, fmt.Sprint(first.ID), "--timeout", "180")
+		Expect(code).To(Equal(0), "argocd app rollback: %s", out)
+		eventually(ctx, deployed).Should(Equal("1"), "version 1 runs on %s again", target.Name)
+		Expect(spokeStatus(ctx, spokeApps, name, "operationState", "syncResult", "revision")).To(Equal(first.Revision))
+		Expect(spokeStatus(ctx, spokeApps, name, "operationState", "phase")).To(Equal(argoapp.OperationSucceeded))
+		Expect(hubOperationPhase(ctx, c, name)).To(Equal(argoapp.OperationSucceeded))
+		eventually(ctx, func(ctx context.Context) ([]string, error) {
+			u, err := c.apps(fleet.ArgoCDNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			status, err := argoapp.DecodeStatus(u)
+			var revisions []string
+			for _, h := range status.History {
+				revisions = append(revisions, h.Revision)
+			}
+			return revisions, err
+		}).Should(Equal([]string{first.Revision, second.Revision, first.Revision}), "the rollback is the third entry of the history")
+	})
 })
 
 // hubOperationPhase returns the hub Application's status.operationState.phase.

@@ -126,6 +126,18 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 				e.Diffs = make([]statusv1alpha1.ResourceDiff, clusterreport.MaxDiffsPerApp+1)
 			},
 			"a diffs message of 2 KiB": func(e *statusv1alpha1.AppStatus) { e.DiffsMessage = huge[:2048] },
+			"more history than the encoder writes": func(e *statusv1alpha1.AppStatus) {
+				e.History = make([]statusv1alpha1.RevisionHistory, clusterreport.MaxHistoryEntries+1)
+			},
+			"a history source's details of 4,097 characters": func(e *statusv1alpha1.AppStatus) {
+				e.History = []statusv1alpha1.RevisionHistory{{Source: &statusv1alpha1.HistorySource{RepoURL: "r", Details: huge[:clusterreport.MaxHistorySourceDetailsBytes+1]}}}
+			},
+			"a history source's repoURL of 1,025 characters": func(e *statusv1alpha1.AppStatus) {
+				e.History = []statusv1alpha1.RevisionHistory{{Sources: []statusv1alpha1.HistorySource{{RepoURL: huge[:clusterreport.MaxHistorySourceBytes+1]}}}}
+			},
+			"a history initiator of 254 characters": func(e *statusv1alpha1.AppStatus) {
+				e.History = []statusv1alpha1.RevisionHistory{{InitiatedBy: &statusv1alpha1.HistoryInitiator{Username: huge[:254]}}}
+			},
 			"more images than the encoder writes": func(e *statusv1alpha1.AppStatus) {
 				e.Resources = []statusv1alpha1.ResourceStatus{{Kind: "Pod", Name: "p", Images: make([]string, clusterreport.MaxImagesPerResource+1)}}
 			},
@@ -216,6 +228,9 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 		if entries[0].Truncated == nil {
 			t.Error("the longest app was not cut")
 		}
+		if h := entries[0].History; len(h) < 2 || h[len(h)-1].Source == nil || h[len(h)-1].Source.Details == "" {
+			t.Errorf("the longest app carries %d history entries, the newest without its source at its bounds", len(h))
+		}
 	})
 
 	t.Run("a slice beyond the cluster's quota is refused", func(t *testing.T) {
@@ -257,6 +272,26 @@ func longestApp(name string, observed time.Time) clusterreport.App {
 			Group: long, Version: long, Kind: long, Namespace: long, Name: fmt.Sprint(i) + long, Status: long,
 			Health: argoapp.HealthStatus{Status: long, Message: long},
 		})
+	}
+	// The history: more entries than it carries, the shown strings too long, and sources
+	// (one per entry, or many) at their bounds, which it carries whole.
+	atBound := func(n int) string { return strings.Repeat("é", n/2) + strings.Repeat("x", n%2) }
+	source := argoapp.HistorySource{
+		RepoURL: atBound(clusterreport.MaxHistorySourceBytes), Path: atBound(clusterreport.MaxHistorySourceBytes),
+		Chart: atBound(clusterreport.MaxHistorySourceBytes), TargetRevision: atBound(clusterreport.MaxNameBytes),
+		Ref: atBound(clusterreport.MaxNameBytes), Name: atBound(clusterreport.MaxNameBytes), Details: atBound(clusterreport.MaxHistorySourceDetailsBytes),
+	}
+	for i := range clusterreport.MaxHistoryEntries + 1 {
+		h := argoapp.RevisionHistory{ID: int64(i), DeployedAt: long, DeployStartedAt: long, InitiatedBy: argoapp.OperationInitiator{Username: long}}
+		if i%2 == 0 {
+			h.Revision, h.Source = atBound(clusterreport.MaxNameBytes), &source
+		} else {
+			for range clusterreport.MaxRevisions {
+				h.Revisions = append(h.Revisions, atBound(clusterreport.MaxNameBytes))
+				h.Sources = append(h.Sources, source)
+			}
+		}
+		app.History = append(app.History, h)
 	}
 	return app
 }

@@ -28,6 +28,7 @@ import (
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
@@ -241,14 +242,25 @@ func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, 
 	holding, refreshed := false, false
 	// The status goes through the main resource: the Application CRD has no status
 	// subresource. The propagation controller ignores status-only changes.
-	wrote, err := apppatch.MergePatch(ctx, r.client, r.apiReader, updated, func(a *unstructured.Unstructured) (bool, error) {
+	mutate := func(a *unstructured.Unstructured) (bool, error) {
 		changed, hold := ApplyStatus(a, desired, time.Now())
 		holding = hold
 		if AcknowledgeRefresh(a, desired) {
 			refreshed, changed = true, true
 		}
 		return changed, nil
-	})
+	}
+	wrote, err := apppatch.MergePatch(ctx, r.client, r.apiReader, updated, mutate)
+	if apierrors.IsInvalid(err) && len(desired.State.History) > 0 {
+		// The agent's history holds what Argo CD's schema refuses (a source field of
+		// another type, in its details): the rest of the status is written without it.
+		ctrl.LoggerFrom(ctx).Info("the hub Application refuses the agent's history; the status is written without it", "app", key, "error", err.Error())
+		r.recorder.Eventf(app, nil, corev1.EventTypeWarning, "InvalidAgentHistory", "MirrorStatus",
+			"The history that the managed cluster's agent reports is not valid for this application, and is not shown: %s", clusterreport.TruncateMessage(err.Error(), 512))
+		desired.State.History = nil
+		updated = app.DeepCopy()
+		wrote, err = apppatch.MergePatch(ctx, r.client, r.apiReader, updated, mutate)
+	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch the status of application %s: %w", key, err)
 	}

@@ -5,8 +5,9 @@
 // UI and CLI show a pulled app as completely as a pushed one.
 //
 // It owns these fields of status: sync.status, sync.revision, sync.revisions,
-// health.status, health.message, operationState.phase, .startedAt and .message,
-// resources, reconciledAt, and Argo CD's condition types (those ending in Error or
+// health.status, health.message, operationState.phase, .startedAt, .finishedAt,
+// .message and .syncResult, resources, history, reconciledAt, and Argo CD's condition
+// types (those ending in Error or
 // Warning) except the propagation controller's OCMPropagationError. A condition of
 // another type is another writer's, and is kept as it is. It also removes Argo CD's
 // refresh annotation once the managed cluster completed that refresh, recording it in
@@ -94,7 +95,7 @@ func isHubNote(c argoapp.Condition) bool {
 // The fields from the feedback (sync and health status, revision, operation phase and
 // start) are set when known and kept otherwise. Those that only the agent's report
 // carries (sync.revisions, the health and operation messages, resources, Argo CD's
-// conditions) are the report's entry, or absent when the report has none: the hub never
+// conditions, the history) are the report's entry, or absent when the report has none: the hub never
 // shows an earlier entry next to a newer feedback, and d's notes say why there is none.
 func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (changed, holding bool) {
 	before := app.DeepCopy()
@@ -175,6 +176,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	} else {
 		setResources(status, resourceList(s.Resources))
 	}
+	setHistory(status, historyList(s.History))
 
 	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
 	if !equalConditions(ownedConditions(status), wanted) {
@@ -285,6 +287,20 @@ func setResources(status map[string]any, resources []any) {
 		return
 	}
 	status["resources"] = resources
+}
+
+// setHistory sets status.history to history, or removes it when there is none; as
+// setResources, a history equal to the digest that the manager's cache holds stays the
+// digest.
+func setHistory(status map[string]any, history []any) {
+	if hubcache.SameResources(status["history"], history) {
+		return
+	}
+	if len(history) == 0 {
+		delete(status, "history")
+		return
+	}
+	status["history"] = history
 }
 
 // equalStatus compares the statuses of two versions of an app, reconciledAt aside.

@@ -26,7 +26,7 @@ import (
 // (frozenMetadataFields), and thaws it for its readers:
 //   - a read through NewClient's client (Get, List) thaws the Applications it returns,
 //     so every reconcile sees the Application as the apiserver serves it (less its managed
-//     fields, and status.resources as their ResourcesDigest);
+//     fields, and status.resources and status.history as their ResourcesDigest);
 //   - a watch's predicate, map function or index that reads more than the metadata of an
 //     Application from the cache calls Thawed.
 

@@ -78,9 +78,9 @@ func NewScheme() (*runtime.Scheme, error) {
 // Options returns the options of the manager's cache, which keep it to what the hub
 // controllers need:
 //   - Applications and ApplicationSets of the watched namespaces only, and of each
-//     Application a digest of status.resources instead of the list (ResourcesDigest):
-//     the status mirror, its only reader, compares it and writes it, and the list is
-//     most of a pulled app's size; every field of an Application but its metadata
+//     Application a digest of status.resources and of status.history instead of the
+//     lists (ResourcesDigest): the status mirror, their only reader, compares them and
+//     writes them, and they are most of a pulled app's size; every field of an Application but its metadata
 //     frozen as its JSON text, which NewClient's reads thaw (frozen.go); and the keys
 //     and short values of the metadata held once (internKeys);
 //   - AppProjects of the Argo CD namespace only;
@@ -164,8 +164,9 @@ func ResourcesDigest(resources []any) string {
 	return DigestOf(raw)
 }
 
-// SameResources reports whether status.resources of an Application, as the cache holds
-// it (a ResourcesDigest) or as the apiserver returns it (a list), is resources.
+// SameResources reports whether status.resources (or status.history) of an
+// Application, as the cache holds it (a ResourcesDigest) or as the apiserver returns it
+// (a list), is resources.
 func SameResources(current any, resources []any) bool {
 	if digest, ok := current.(string); ok && strings.HasPrefix(digest, digestPrefix) {
 		return digest == ResourcesDigest(resources)
@@ -174,7 +175,9 @@ func SameResources(current any, resources []any) bool {
 }
 
 // TransformApplication is the cache's transform of a hub Application: it drops its
-// managed fields, replaces its status.resources with their ResourcesDigest, freezes
+// managed fields, replaces its status.resources and its status.history (up to ten
+// entries of a few hundred bytes each, which the status mirror alone reads and writes)
+// with their ResourcesDigest, freezes
 // every field but its metadata (frozen.go), interns the metadata's keys and short
 // values (internKeys), and holds its labels, annotations and owner references once for
 // all the Applications that have them alike (sharedMetadata). (The manager's
@@ -189,6 +192,9 @@ func TransformApplication(obj any) (any, error) {
 	if status, ok := u.Object["status"].(map[string]any); ok {
 		if resources, ok := status["resources"].([]any); ok {
 			status["resources"] = ResourcesDigest(resources)
+		}
+		if history, ok := status["history"].([]any); ok {
+			status["history"] = ResourcesDigest(history)
 		}
 	}
 	if err := freeze(u.Object); err != nil {

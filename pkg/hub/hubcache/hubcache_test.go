@@ -26,9 +26,9 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
-// TestTransformApplication: the cache holds a digest of status.resources, which matches
-// the same list and no other, and nothing of the managed fields; an Application without
-// resources keeps none.
+// TestTransformApplication: the cache holds a digest of status.resources (and of
+// status.history), which matches the same list and no other, and nothing of the managed
+// fields; an Application without resources keeps none.
 func TestTransformApplication(t *testing.T) {
 	resources := []any{
 		map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "x", "name": "web", "status": "Synced",
@@ -56,6 +56,16 @@ func TestTransformApplication(t *testing.T) {
 	}
 	if SameResources(resources, resources) {
 		t.Error("a list is taken for a digest")
+	}
+	withHistory := app.DeepCopy()
+	history := []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a", "deployedAt": "2026-11-28T06:00:00Z"}}
+	withHistory.Object["status"].(map[string]any)["history"] = history
+	obj, err = TransformApplication(withHistory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest := Thawed(obj.(*unstructured.Unstructured)).Object["status"].(map[string]any)["history"]; !SameResources(digest, history) {
+		t.Errorf("status.history is cached as %v, want the digest of its list", digest)
 	}
 	if sync, _, _ := unstructured.NestedString(cached.Object, "status", "sync", "status"); sync != "Synced" {
 		t.Errorf("status.sync.status %q", sync)
@@ -86,7 +96,7 @@ func TestFrozenApplication(t *testing.T) {
 				"ignoreDifferences": []any{map[string]any{"kind": "Secret", "jsonPointers": []any{"/data"}}}},
 			"operation": map[string]any{"sync": map[string]any{"revision": "main", "prune": true}},
 			"status": map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"},
-				"history": []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a"}}},
+				"operationState": map[string]any{"phase": "Succeeded", "retryCount": int64(1)}},
 		}}
 	}
 	once, err := TransformApplication(served())
@@ -343,7 +353,8 @@ func TestInterningKeepsContent(t *testing.T) {
 			"spec": map[string]any{"project": "default", "syncPolicy": map[string]any{"automated": map[string]any{"prune": true}},
 				"source": map[string]any{"repoURL": "https://github.com/argoproj/argocd-example-apps", "path": "guestbook"}},
 			"status": map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"},
-				"history": []any{map[string]any{"id": int64(1), "revision": "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"}}},
+				"operationState": map[string]any{"phase": "Succeeded", "retryCount": int64(1),
+					"syncResult": map[string]any{"revision": "3f5e1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f"}}},
 		}}
 	}
 	first, _ := TransformApplication(app())

@@ -43,6 +43,9 @@ type State struct {
 	Reported   bool
 	Resources  []argoapp.ResourceStatus
 	Conditions []argoapp.Condition
+	// History is the agent's entry's deployment history (status.history), oldest
+	// first; nil when the entry has none (the app conditions never carry it).
+	History []argoapp.RevisionHistory
 }
 
 // Known reports whether any channel said anything about the app.
@@ -103,6 +106,7 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 	}
 	s.Resources = agentResources(agent.Resources)
 	s.Conditions = agentConditions(agent.Conditions)
+	s.History = agent.History
 	return s
 }
 

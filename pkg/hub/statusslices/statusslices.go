@@ -181,12 +181,13 @@ func (r *Reader) forgetOthers(cluster string, current []statusv1alpha1.Applicati
 
 // AppOf returns a slice's entry as the hub's view of an app: every resource with its
 // sync status and health (status and message), from its Resources or, in an entry of the
-// hub's cache, its PackedResources; Argo CD's conditions; and, when the agent had to cut
+// hub's cache, its PackedResources; Argo CD's conditions; its history; and, when the agent had to cut
 // the app, a ConditionTruncated that says what it left out.
 func AppOf(e statusv1alpha1.AppStatus) clusterreport.App {
 	app := clusterreport.App{
 		Namespace: e.Namespace, Name: e.Name, ApplicationSet: e.ApplicationSet, ManifestWork: e.ManifestWork, Refreshed: e.Refreshed,
 		Sync:       argoapp.SyncStatus{Status: e.Sync.Status, Revision: e.Sync.Revision, Revisions: e.Sync.Revisions},
+		History:    clusterreport.HistoryFromEntry(e.History),
 		ObservedAt: e.ObservedAt.Time,
 	}
 	if e.Hub != nil {

@@ -163,6 +163,12 @@ type AppStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	DiffsMessage string `json:"diffsMessage,omitempty"`
+	// History is the last entries of the Application's status.history, oldest first
+	// (clusterreport.MaxHistoryEntries).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	History []RevisionHistory `json:"history,omitempty"`
 
 	// ObservedAt is when the agent first observed the Application in its current state.
 	ObservedAt metav1.Time `json:"observedAt"`
