@@ -335,6 +335,9 @@ func (r *reconciler) decide(ctx context.Context, app *unstructured.Unstructured,
 	if err != nil || p != nil {
 		return outcome{freeze: p != nil, problem: p}, err
 	}
+	if p, err := r.operationSourcesProblem(ctx, app, project); err != nil || p != nil {
+		return outcome{freeze: p != nil, problem: p}, err
+	}
 	work, err := RenderManifestWork(app, RenderOptions{AppProject: project})
 	if err != nil {
 		var renderErr *RenderError
@@ -701,4 +704,31 @@ func pauseState(annotations map[string]string) (bool, string) {
 			AnnotationPausePropagation, value)
 	}
 	return paused, ""
+}
+
+// operationSourcesProblem refuses an .operation whose sync names source repositories
+// (a rollback's, from status.history) that the Application's hub AppProject does not
+// permit, or, when the hub has no such AppProject, that its spec does not name
+// (argoapp.OperationSourcesNotPermitted). project is what appProjectOf returned.
+func (r *reconciler) operationSourcesProblem(ctx context.Context, app, project *unstructured.Unstructured) (*problem, error) {
+	if _, found, _ := unstructured.NestedFieldNoCopy(app.Object, "operation", "sync"); !found {
+		return nil, nil
+	}
+	if project == nil {
+		spec, _ := argoapp.DecodeSpec(app)
+		project = argoapp.NewAppProject()
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.ArgoCDNamespace, Name: spec.ProjectName()}, project)
+		if apierrors.IsNotFound(err) {
+			project = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("get app project %s/%s: %w", r.opts.ArgoCDNamespace, spec.ProjectName(), err)
+		}
+	}
+	denied := argoapp.OperationSourcesNotPermitted(app, project)
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return &problem{ReasonOverrideNotPermitted, fmt.Sprintf(
+		"the application's .operation.sync names the source repositories %q, which its AppProject does not permit (or, without one on the hub, its spec does not name); it is not pulled. Roll back to a history entry of a permitted repository, or remove .operation",
+		denied)}, nil
 }

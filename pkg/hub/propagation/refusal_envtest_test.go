@@ -241,6 +241,23 @@ func TestEnvtestTenancyRules(t *testing.T) {
 		f.ExpectPropagationError("inline", ReasonOverrideNotPermitted, "override permission")
 		g.Consistently(func() string { return f.WaitForWork("inline", cluster).ResourceVersion }).Should(gomega.Equal(before.ResourceVersion))
 	})
+	t.Run("a rollback to a source outside the project, with the existing work kept", func(t *testing.T) {
+		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"https://git.example.com/*"} })
+		defer setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"*"} })
+		f.Create(f.Application("rollback", cluster))
+		before := f.WaitForWork("rollback", cluster)
+		f.UpdateApp("rollback", func(app *unstructured.Unstructured) {
+			app.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "abc",
+				"source": map[string]any{"repoURL": "https://evil.example.com/x.git", "path": "p"}}}
+		})
+		f.ExpectPropagationError("rollback", ReasonOverrideNotPermitted, "https://evil.example.com/x.git")
+		g.Consistently(func() string { return f.WaitForWork("rollback", cluster).ResourceVersion }).Should(gomega.Equal(before.ResourceVersion))
+		f.UpdateApp("rollback", func(app *unstructured.Unstructured) {
+			app.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "abc",
+				"source": map[string]any{"repoURL": "https://git.example.com/old.git", "path": "p"}}}
+		})
+		g.Eventually(func() string { return f.WaitForWork("rollback", cluster).ResourceVersion }).ShouldNot(gomega.Equal(before.ResourceVersion))
+	})
 	t.Run("the Argo CD namespace's own app, on a project the hub lacks", func(t *testing.T) {
 		admin := f.sub(t)
 		admin.Namespace = f.opts.ArgoCDNamespace
