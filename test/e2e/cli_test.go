@@ -252,7 +252,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		}
 		want := "history +1, Succeeded, pending false, state of the delivered operation true"
 		eventually(ctx, ranOnce).Should(Equal(want))
-		Consistently(ctx, ranOnce).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Equal(want), "the sync ran again on %s", target.Name)
+		Consistently(ctx, ranOnce).WithTimeout(10*time.Second).WithPolling(time.Second).Should(Equal(want), "the sync ran again on %s", target.Name)
 	})
 
 	It("refuses a second sync while one runs, and ends the running one on its managed cluster with `argocd app terminate-op`", func(ctx SpecContext) {
