@@ -10,8 +10,8 @@
 // types (those ending in Error or
 // Warning) except the propagation controller's OCMPropagationError. A condition of
 // another type is another writer's, and is kept as it is. It also removes Argo CD's
-// refresh annotation once the managed cluster completed that refresh, recording it in
-// argoapp.AnnotationRefreshed (AcknowledgeRefresh). It writes with a merge patch that
+// refresh annotation once the managed cluster completed that refresh
+// (AcknowledgeRefresh). It writes with a merge patch that
 // carries the resourceVersion read (optimistic locking), and only when something changed.
 package appstatus
 
@@ -53,19 +53,17 @@ type Desired struct {
 	RefreshID string
 }
 
-// AcknowledgeRefresh removes the hub Application's refresh annotation, and records the
-// refresh done (argoapp.AnnotationRefreshed), once the agent's entry is of the refresh
-// that d's work asks for: its status is then from after the refresh, and goes in the
-// same write. argocd-server's Get with a refresh returns the Application as it is when
-// the annotation leaves, so argocd app get --refresh shows the refreshed status. It
-// reports whether it changed app.
+// AcknowledgeRefresh removes the hub Application's refresh annotation once the agent's
+// entry is of the refresh that d's work asks for: its status is then from after the
+// refresh, and goes in the same write. argocd-server's Get with a refresh returns the
+// Application as it is when the annotation leaves, so argocd app get --refresh shows the
+// refreshed status. It reports whether it changed app.
 func AcknowledgeRefresh(app *unstructured.Unstructured, d Desired) bool {
 	annotations := app.GetAnnotations()
 	if _, asked := annotations[argoapp.AnnotationRefresh]; !asked || d.RefreshID == "" || d.State.Refreshed != d.RefreshID {
 		return false
 	}
 	delete(annotations, argoapp.AnnotationRefresh)
-	annotations[argoapp.AnnotationRefreshed] = d.RefreshID
 	app.SetAnnotations(annotations)
 	return true
 }

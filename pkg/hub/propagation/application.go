@@ -160,14 +160,15 @@ func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) 
 
 // setRequests puts in desired, a rendered work, what the hub Application asks the
 // cluster's agent for: its operation (setOperationRequest) and the id of its refresh
-// (setRefreshID). It starts from the render each time, so calling it again with a
+// (setRefreshID). refreshed is the id of the last refresh the cluster's agent reports
+// done for the app. It starts from the render each time, so calling it again with a
 // fresher existing work is safe.
-func setRequests(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured) error {
+func setRequests(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured, refreshed string) error {
 	annotations := map[string]string{}
 	if err := setOperationRequest(desired, existing, app, annotations); err != nil {
 		return err
 	}
-	setRefreshID(existing, app, annotations)
+	setRefreshID(existing, app, refreshed, annotations)
 	return setPayloadAnnotations(desired, annotations)
 }
 
@@ -209,15 +210,15 @@ func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructur
 // setRefreshID sets, in annotations of the payload, the id of app's refresh request
 // (argoapp.AnnotationRefreshID) beside Argo CD's refresh annotation, which the render
 // copied: the id in existing's payload while that refresh is pending, a new one once
-// the status mirror recorded it done on the hub Application (AnnotationRefreshed) or
-// when none was asked. Without a refresh, the payload asks for none.
-func setRefreshID(existing *workv1.ManifestWork, app *unstructured.Unstructured, annotations map[string]string) {
+// the cluster's agent reports it done (refreshed) or when none was asked. Without a
+// refresh, the payload asks for none.
+func setRefreshID(existing *workv1.ManifestWork, app *unstructured.Unstructured, refreshed string, annotations map[string]string) {
 	annotations[argoapp.AnnotationRefreshID] = ""
 	if _, ok := app.GetAnnotations()[argoapp.AnnotationRefresh]; !ok {
 		return
 	}
 	id := argoapp.NewOperationID()
-	if kept, ok := hubcache.PayloadAnnotation(existing, argoapp.AnnotationRefreshID); ok && kept != "" && kept != app.GetAnnotations()[argoapp.AnnotationRefreshed] {
+	if kept, ok := hubcache.PayloadAnnotation(existing, argoapp.AnnotationRefreshID); ok && kept != "" && kept != refreshed {
 		id = kept
 	}
 	annotations[argoapp.AnnotationRefreshID] = id

@@ -20,7 +20,9 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -592,22 +594,29 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 	g.Consistently(func() string { return f.GetApp("guestbook").GetAnnotations()[argoapp.AnnotationRefresh] }, "1s").
 		Should(gomega.Equal("hard"), "the refresh left the hub before the spoke refreshed")
 	g.Expect(testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]).To(gomega.Equal(refreshID))
-	// The status mirror records it done: it leaves the payload. Asked again, it is a new
-	// refresh, with a new id.
+	// The agent reports it done, and asked again before the status mirror removed it from
+	// the hub (a user's second refresh), it is a new refresh, with a new id: the spoke
+	// refreshes again.
+	addon := &addonv1beta1.ManagedClusterAddOn{}
+	g.Expect(f.C.Get(f.Ctx, types.NamespacedName{Namespace: cluster, Name: f.opts.AddonName}, addon)).To(gomega.Succeed())
+	g.Expect(f.C.Create(f.Ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{{
+		Namespace: f.Namespace, Name: "guestbook", Hub: &statusv1alpha1.ObjectRef{Namespace: f.Namespace, Name: "guestbook"},
+		ManifestWork: work.Name, Refreshed: refreshID, ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
+	}}}))).To(gomega.Succeed())
+	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, "example.com/again", "yes") })
+	g.Eventually(func() string {
+		return testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]
+	}).ShouldNot(gomega.Or(gomega.BeEmpty(), gomega.Equal(refreshID)))
+	// The status mirror removes it from the hub: it leaves the payload.
 	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
 		annotations := app.GetAnnotations()
 		delete(annotations, argoapp.AnnotationRefresh)
-		annotations[argoapp.AnnotationRefreshed] = refreshID
 		app.SetAnnotations(annotations)
 	})
 	g.Eventually(func() []string {
 		annotations := testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()
-		return []string{annotations[argoapp.AnnotationRefresh], annotations[argoapp.AnnotationRefreshID], annotations[argoapp.AnnotationRefreshed]}
-	}).Should(gomega.Equal([]string{"", "", ""}))
-	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) { testenv.SetAnnotation(app, argoapp.AnnotationRefresh, "normal") })
-	g.Eventually(func() string {
-		return testenv.Payload(t, f.WaitForWork("guestbook", cluster)).GetAnnotations()[argoapp.AnnotationRefreshID]
-	}).ShouldNot(gomega.Or(gomega.BeEmpty(), gomega.Equal(refreshID)))
+		return []string{annotations[argoapp.AnnotationRefresh], annotations[argoapp.AnnotationRefreshID]}
+	}).Should(gomega.Equal([]string{"", ""}))
 	hasOperation := func() bool { return f.GetApp("guestbook").Object["operation"] != nil }
 	g.Consistently(hasOperation, "1s").Should(gomega.BeTrue(), "the operation left the hub before the spoke ran it")
 	_, kept := requestOf(f.WaitForWork("guestbook", cluster))

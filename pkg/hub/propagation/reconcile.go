@@ -220,8 +220,14 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 	var key types.NamespacedName
 	var last appliedWork
 	var lagging, unsure bool
+	refreshed := ""
 	if out.work != nil {
-		if err := setRequests(out.work, current, app); err != nil {
+		if r.reports != nil {
+			if reported := r.reports.Find(out.work.Namespace, out.work.Name, client.ObjectKeyFromObject(app)); reported != nil {
+				refreshed = reported.Refreshed
+			}
+		}
+		if err := setRequests(out.work, current, app, refreshed); err != nil {
 			return err
 		}
 		key = client.ObjectKeyFromObject(out.work)
@@ -240,7 +246,7 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 			return err
 		}
 		if live != nil && live.DeletionTimestamp == nil {
-			if err := setRequests(out.work, live, app); err != nil {
+			if err := setRequests(out.work, live, app, refreshed); err != nil {
 				return err
 			}
 			if workUpToDate(live, out.work) {
