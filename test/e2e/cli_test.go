@@ -323,13 +323,7 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		}
 		_, err := theFleet.Git.Commit("cli-history: version 1", version("1"))
 		Expect(err).NotTo(HaveOccurred())
-		a := pulledApp(fleet.ArgoCDNamespace, name, target.Name, name, false)
-		Expect(unstructured.SetNestedField(a.Object, path, "spec", "source", "path")).To(Succeed())
-		c.createApp(ctx, a)
-		eventually(ctx, func(ctx context.Context) (string, error) {
-			return spokeStatus(ctx, spokeApps, name, "sync", "status")
-		}).Should(Equal("OutOfSync"))
-		expectReported(ctx, c, name)
+		createPathApp(ctx, name, path)
 
 		By("two syncs, to version 1 and to version 2")
 		out, code := cli(ctx, "app", "sync", fleet.ArgoCDNamespace+"/"+name, "--timeout", "180")

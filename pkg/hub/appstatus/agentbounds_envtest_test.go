@@ -13,15 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -39,11 +36,7 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
 	c := env.Client
 	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
-	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, &testenv.WriteLog{},
-		func(mgr ctrl.Manager, c client.Client) error {
-			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
-			return Setup(mgr, c, decoder, opts)
-		})
+	startMirrorWithSlices(t, env, opts, &testenv.WriteLog{})
 
 	// The hub app, with the propagation controller's condition of an opt-out that began
 	// an hour ago: its grace period counts from then.

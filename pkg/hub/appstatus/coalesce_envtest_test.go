@@ -14,15 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -55,11 +51,7 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 	ctx, g := testenv.Begin(t, env, namespace, cluster)
 	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: env.Client, writes: &testenv.WriteLog{}}
 	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond, CoalesceWindow: window}}
-	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, f.writes,
-		func(mgr ctrl.Manager, c client.Client) error {
-			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
-			return Setup(mgr, c, decoder, opts)
-		})
+	startMirrorWithSlices(t, env, opts, f.writes)
 
 	app := testenv.PulledApplication(namespace, "web", cluster)
 	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())

@@ -23,6 +23,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -33,6 +34,18 @@ import (
 var shared testenv.Shared
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
+
+// startMirrorWithSlices runs the status mirror with opts in a manager as pkg/hub.Run
+// builds it, reading the agents' reports through the slices reader as pkg/hub wires it;
+// writes counts its writes.
+func startMirrorWithSlices(t *testing.T, env *testenv.Env, opts Options, writes *testenv.WriteLog) {
+	t.Helper()
+	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, writes,
+		func(mgr ctrl.Manager, c client.Client) error {
+			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
+			return Setup(mgr, c, decoder, opts)
+		})
+}
 
 func TestStatusMirror(t *testing.T) {
 	env := shared.Get(t)

@@ -11,15 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -37,11 +33,7 @@ func TestStatusMirrorWritesHistory(t *testing.T) {
 	c := env.Client
 	writes := &testenv.WriteLog{}
 	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
-	testenv.StartManager(t, env, hubcache.Scope{AddonName: opts.AddonName, ArgoCDNamespace: "argocd"}, writes,
-		func(mgr ctrl.Manager, c client.Client) error {
-			decoder := observed.NewDecoder().WithSlices(statusslices.NewReader(c, opts.AddonName))
-			return Setup(mgr, c, decoder, opts)
-		})
+	startMirrorWithSlices(t, env, opts, writes)
 
 	app := testenv.PulledApplication(appNamespace, "web", cluster)
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
