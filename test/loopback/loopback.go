@@ -9,15 +9,31 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
+
+// handedOut holds every port FreePorts returned in this process: a port is free when it
+// is picked, but its server may start much later (the addon's manager, after helm
+// installs its chart), and another server picked meanwhile must not get it too.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
 
 // FreePorts reserves n distinct free loopback ports below the kernel's ephemeral range, for
 // servers that the caller starts next. A port of that range, released before its server
 // binds it, can meanwhile become the local end of any client connection on the machine,
 // and stay so as long as a watch does: the fleet's stand-in Pods keep their ports across
 // restarts, and one such Pod restarted for minutes with "address already in use". Below
-// the range only another server can take it.
+// the range only another server can take it, and FreePorts never hands out a port twice
+// in one process: the fleet's argocd-server once got the port picked for the manager's
+// metrics before the manager started, and the manager restarted for the whole run.
 func FreePorts(n int) ([]int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	low := ephemeralPortsStart()
 	var ports []int
 	var listeners []net.Listener
@@ -31,12 +47,18 @@ func FreePorts(n int) ([]int, error) {
 			return nil, fmt.Errorf("find %d free ports in [%d, %d): %d found", n, minPort, low, len(ports))
 		}
 		port := minPort + rand.IntN(low-minPort)
+		if handedOut.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, port)
+	}
+	for _, port := range ports {
+		handedOut.ports[port] = true
 	}
 	return ports, nil
 }

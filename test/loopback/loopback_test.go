@@ -29,3 +29,21 @@ func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestFreePortsNeverTwice: ports handed out and not bound yet (their servers start later)
+// are never handed out again, however many calls follow.
+func TestFreePortsNeverTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 200 {
+		ports, err := FreePorts(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, port := range ports {
+			if seen[port] {
+				t.Fatalf("port %d handed out twice", port)
+			}
+			seen[port] = true
+		}
+	}
+}
