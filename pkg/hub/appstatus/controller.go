@@ -157,7 +157,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The ApplicationSet report controller records the Event of a rejected report.
 	obs := r.decoder.Observe(addon, work, req.NamespacedName, time.Now())
 	desired := Desired{State: observed.Merge(observed.FeedbackOf(work), obs.App)}
-	desired.RefreshID, _ = hubcache.PayloadAnnotation(work, argoapp.AnnotationRefreshID)
+	if _, asked := app.GetAnnotations()[argoapp.AnnotationRefresh]; asked {
+		desired.RefreshID = hubcache.PayloadAnnotations(work)[argoapp.AnnotationRefreshID]
+	}
 	if stale := observed.StalenessOf(addon); stale != nil {
 		c := stale.Condition(cluster)
 		desired.Stale = &c

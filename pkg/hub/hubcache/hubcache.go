@@ -416,7 +416,7 @@ const ManifestDigestKey = "argocd-pull.digest"
 // of its content: a JSON object with the digest of the manifest's canonical encoding
 // (decoded, then encoded again: keys sorted, no spaces) at ManifestDigestKey, its kind,
 // and of an Application the annotations of the operation and refresh protocol
-// (payloadProtocolAnnotations), which the hub controllers read (PayloadAnnotation). Two manifests have the same compact form if and only if they
+// (payloadProtocolAnnotations), which the hub controllers read (PayloadAnnotations). Two manifests have the same compact form if and only if they
 // decode to the same JSON value (up to a collision of SHA-256), so the propagation
 // controller compares the compact forms of its render with those of the cached work,
 // and a work that anyone else changed still differs. A compact form is its own compact
@@ -465,12 +465,12 @@ var payloadProtocolAnnotations = []string{
 	argoapp.AnnotationOperationRequest, argoapp.AnnotationOperationTerminate, argoapp.AnnotationRefreshID,
 }
 
-// PayloadAnnotation returns the annotation key of the Application that work carries, and
-// whether it is set, reading a manifest whole or in its CompactManifest form (which keeps
-// only payloadProtocolAnnotations).
-func PayloadAnnotation(work *workv1.ManifestWork, key string) (string, bool) {
+// PayloadAnnotations returns the annotations of the Application that work carries (nil
+// when it carries none, or work is nil), reading a manifest whole or in its
+// CompactManifest form (which keeps only payloadProtocolAnnotations).
+func PayloadAnnotations(work *workv1.ManifestWork) map[string]string {
 	if work == nil {
-		return "", false
+		return nil
 	}
 	for _, manifest := range work.Spec.Workload.Manifests {
 		var object struct {
@@ -482,10 +482,9 @@ func PayloadAnnotation(work *workv1.ManifestWork, key string) (string, bool) {
 		if err := json.Unmarshal(manifest.Raw, &object); err != nil || object.Kind != argoapp.KindApplication {
 			continue
 		}
-		value, ok := object.Metadata.Annotations[key]
-		return value, ok
+		return object.Metadata.Annotations
 	}
-	return "", false
+	return nil
 }
 
 // CompactManifests returns manifests, each in its CompactManifest form.

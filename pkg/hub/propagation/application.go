@@ -164,22 +164,32 @@ func hubShowsOperation(app *unstructured.Unstructured, state observed.Feedback) 
 // done for the app. It starts from the render each time, so calling it again with a
 // fresher existing work is safe.
 func setRequests(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured, refreshed string) error {
+	_, refresh := app.GetAnnotations()[argoapp.AnnotationRefresh]
+	if app.Object["operation"] == nil && !refresh {
+		// Nothing to ask, now or in an earlier call for the same app: the render, which
+		// carries none of the requests, stays as it is (no decoding of its payload on
+		// every reconcile).
+		delete(desired.Annotations, argoapp.AnnotationOperationID)
+		return nil
+	}
+	existingPayload := hubcache.PayloadAnnotations(existing)
 	annotations := map[string]string{}
-	if err := setOperationRequest(desired, existing, app, annotations); err != nil {
+	if err := setOperationRequest(desired, existing, existingPayload, app, annotations); err != nil {
 		return err
 	}
-	setRefreshID(existing, app, refreshed, annotations)
+	setRefreshID(existingPayload, app, refreshed, annotations)
 	return setPayloadAnnotations(desired, annotations)
 }
 
 // setOperationRequest sets, in annotations of the payload, app's .operation for the
 // cluster's agent to run (argoapp.AnnotationOperationRequest), and its id in
-// AnnotationOperationID on desired: the id it has in existing (the current work) when
-// that work delivers the same operation, else a new one. When a hub user terminated the
+// AnnotationOperationID on desired: the id it has in existing (the current work, whose
+// payload's annotations are existingPayload) when that work delivers the same
+// operation, else a new one. When a hub user terminated the
 // operation (its status.operationState.phase is Terminating, as argocd-server sets it),
 // the payload asks the agent to terminate it too (AnnotationOperationTerminate). Without
 // an operation, the payload asks for none.
-func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructured.Unstructured, annotations map[string]string) error {
+func setOperationRequest(desired, existing *workv1.ManifestWork, existingPayload map[string]string, app *unstructured.Unstructured, annotations map[string]string) error {
 	delete(desired.Annotations, argoapp.AnnotationOperationID)
 	annotations[argoapp.AnnotationOperationRequest], annotations[argoapp.AnnotationOperationTerminate] = "", ""
 	operation, _ := app.Object["operation"].(map[string]any)
@@ -189,7 +199,9 @@ func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructur
 	operation = argoapp.WithoutOperationID(operation)
 	id, terminated := argoapp.NewOperationID(), false
 	if kept := workAnnotation(existing, argoapp.AnnotationOperationID); kept != "" {
-		if delivered, deliveredID, terminate := deliveredOperation(existing); deliveredID == kept && sameJSON(argoapp.WithoutOperationID(delivered), operation) {
+		terminate := existingPayload[argoapp.AnnotationOperationTerminate]
+		if delivered, deliveredID, err := argoapp.DecodeOperationRequest(existingPayload[argoapp.AnnotationOperationRequest]); err == nil &&
+			deliveredID == kept && sameJSON(argoapp.WithoutOperationID(delivered), operation) {
 			id, terminated = kept, terminate == kept
 		}
 	}
@@ -209,16 +221,17 @@ func setOperationRequest(desired, existing *workv1.ManifestWork, app *unstructur
 
 // setRefreshID sets, in annotations of the payload, the id of app's refresh request
 // (argoapp.AnnotationRefreshID) beside Argo CD's refresh annotation, which the render
-// copied: the id in existing's payload while that refresh is pending, a new one once
+// copied: the id in the current work's payload (existingPayload) while that refresh is
+// pending, a new one once
 // the cluster's agent reports it done (refreshed) or when none was asked. Without a
 // refresh, the payload asks for none.
-func setRefreshID(existing *workv1.ManifestWork, app *unstructured.Unstructured, refreshed string, annotations map[string]string) {
+func setRefreshID(existingPayload map[string]string, app *unstructured.Unstructured, refreshed string, annotations map[string]string) {
 	annotations[argoapp.AnnotationRefreshID] = ""
 	if _, ok := app.GetAnnotations()[argoapp.AnnotationRefresh]; !ok {
 		return
 	}
 	id := argoapp.NewOperationID()
-	if kept, ok := hubcache.PayloadAnnotation(existing, argoapp.AnnotationRefreshID); ok && kept != "" && kept != refreshed {
+	if kept := existingPayload[argoapp.AnnotationRefreshID]; kept != "" && kept != refreshed {
 		id = kept
 	}
 	annotations[argoapp.AnnotationRefreshID] = id
@@ -239,19 +252,6 @@ func workAnnotation(work *workv1.ManifestWork, key string) string {
 		return ""
 	}
 	return work.Annotations[key]
-}
-
-// deliveredOperation returns the operation that the payload of work delivers
-// (argoapp.AnnotationOperationRequest) and its id, or nil and "", and the id that it asks
-// to terminate (AnnotationOperationTerminate).
-func deliveredOperation(work *workv1.ManifestWork) (operation map[string]any, id, terminate string) {
-	terminate, _ = hubcache.PayloadAnnotation(work, argoapp.AnnotationOperationTerminate)
-	if value, ok := hubcache.PayloadAnnotation(work, argoapp.AnnotationOperationRequest); ok {
-		if operation, id, err := argoapp.DecodeOperationRequest(value); err == nil {
-			return operation, id, terminate
-		}
-	}
-	return nil, "", terminate
 }
 
 // setPayloadAnnotations sets the annotations of the Application in the payload of

@@ -222,7 +222,9 @@ func (r *reconciler) converge(ctx context.Context, app *unstructured.Unstructure
 	var lagging, unsure bool
 	refreshed := ""
 	if out.work != nil {
-		if r.reports != nil {
+		// What the agent reports is read only for an app that asks for a refresh: Find
+		// scans the entries of the cluster's slices.
+		if _, asked := app.GetAnnotations()[argoapp.AnnotationRefresh]; asked && r.reports != nil {
 			if reported := r.reports.Find(out.work.Namespace, out.work.Name, client.ObjectKeyFromObject(app)); reported != nil {
 				refreshed = reported.Refreshed
 			}
