@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha1" //nolint:gosec // a name-based UUID, not a security use
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -270,6 +271,20 @@ type Ref struct {
 	Name      string `json:"name,omitempty"`
 	// UID links a node to its children's ParentRefs in the argocd CLI's tree view.
 	UID string `json:"uid,omitempty"`
+}
+
+// StandInUID is the stable stand-in for the UID of the resource r names, which the
+// status slices do not carry, and which the manager writes into the hub's trees: a
+// name-based UUID (RFC 9562 version 5) of group/kind/namespace/name. The argocd CLI's
+// tree view links children to parents by UID; the UI by group, kind, namespace and name.
+// It never equals the UID of a real object: the agent maps it back to the resource of
+// that name when argocd-server selects a resource's events by it (pkg/spoke,
+// resourceproxy.go).
+func (r Ref) StandInUID() string {
+	sum := sha1.Sum([]byte("argocd-pull.open-cluster-management.io/" + r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name)) //nolint:gosec // an identifier, not a security use
+	sum[6] = sum[6]&0x0f | 0x50
+	sum[8] = sum[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
 }
 
 // Health is Argo CD's HealthStatus.

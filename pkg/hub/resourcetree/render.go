@@ -11,8 +11,6 @@ package resourcetree
 
 import (
 	"cmp"
-	"crypto/sha1" //nolint:gosec // a name-based UUID, not a security use
-	"fmt"
 	"slices"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -77,7 +75,7 @@ func NodeIdentityOf(destination argoapp.Destination, cluster, hubCluster string)
 func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree, []argocdcache.ResourceDiff) {
 	uidOf := func(r argocdcache.Ref) string {
 		if identity == StableUIDs {
-			return stableUID(r)
+			return r.StandInUID()
 		}
 		return ""
 	}
@@ -123,18 +121,6 @@ func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree
 	})
 	slices.SortStableFunc(managed, func(a, b argocdcache.ResourceDiff) int { return cmp.Compare(a.FullName(), b.FullName()) })
 	return tree, managed
-}
-
-// stableUID is a stable stand-in for a resource's UID, which the slices do not carry: a
-// name-based UUID (RFC 9562 version 5) of group/kind/namespace/name. The argocd CLI's
-// tree view links children to parents by UID; the UI by group, kind, namespace and name.
-// It never equals the UID of a real object, so argocd-server's resource events, which it
-// selects by UID, never match one.
-func stableUID(r argocdcache.Ref) string {
-	sum := sha1.Sum([]byte("argocd-pull.open-cluster-management.io/" + fullName(r))) //nolint:gosec // an identifier, not a security use
-	sum[6] = sum[6]&0x0f | 0x50
-	sum[8] = sum[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
 }
 
 // orAbsent returns a state as the application-controller writes it: "null" for none.
