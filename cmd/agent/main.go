@@ -29,6 +29,7 @@ func main() {
 	flag.StringVar(&opts.ArgoCDRedis.Addr, "argocd-redis", opts.ArgoCDRedis.Addr, "address of the Redis of Argo CD's application-controller, to read the apps' resource trees; empty: argocd-redis.<argocd-namespace>.svc:6379 (or the master the Sentinels of --argocd-sentinel name); \""+spoke.ArgoCDRedisDisabled+"\": do not read them")
 	opts.ArgoCDRedis.AddFlags(flag.CommandLine, "Argo CD's Redis")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "address of net/http/pprof, for profiling, on loopback only (127.0.0.1:6060; kubectl port-forward reaches it); empty disables it")
+	flag.BoolVar(&opts.ResourceProxy, "resource-proxy", opts.ResourceProxy, "serve the hub's resource proxy: live manifests, events, logs and actions, from the hub's Argo CD, on the resources of apps pulled from the hub, run as Argo CD's application-controller")
 	flag.StringVar(&opts.SpokeKubeconfig, "kubeconfig", "", "kubeconfig of the managed cluster; empty: $KUBECONFIG, else the in-cluster config")
 	klog.InitFlags(nil)
 	flag.Parse()

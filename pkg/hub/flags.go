@@ -36,6 +36,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) (parsed func()) {
 	o.AppSetReport.AddFlags(fs)
 	o.ResourceTree.AddFlags(fs)
 	o.ClusterSecret.AddFlags(fs)
+	o.ResourceProxy.AddFlags(fs)
 	addonParsed := o.Addon.AddFlags(fs)
 	return func() {
 		if watchNamespaces != "" {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +31,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourceproxy"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
@@ -108,6 +110,10 @@ type Options struct {
 	ClusterSecret clustersecret.Settings
 	// Addon: pkg/hub/addon, the agent that the addon framework deploys to each cluster.
 	Addon addon.Settings
+	// ResourceProxy: pkg/hub/resourceproxy, the aggregated API through which the hub's
+	// Argo CD reaches the live resources of pulled apps. Off, the cluster Secrets carry no
+	// way to reach it.
+	ResourceProxy resourceproxy.Settings
 }
 
 // metricsOptions serves the metrics; with MetricsSecure, over HTTPS with a self-signed
@@ -160,6 +166,7 @@ func DefaultOptions() Options {
 		ResourceTree:   resourcetree.DefaultSettings(),
 		ClusterSecret:  clustersecret.DefaultSettings(),
 		Addon:          addon.DefaultSettings(),
+		ResourceProxy:  resourceproxy.DefaultSettings(),
 	}
 }
 
@@ -185,7 +192,7 @@ func (o Options) Validate() error {
 	if err := pprofaddr.Validate(o.PprofAddr); err != nil {
 		errs = append(errs, err)
 	}
-	for _, settings := range []interface{ Validate() error }{o.Addon, o.AppSetReport, o.AppStatus} {
+	for _, settings := range []interface{ Validate() error }{o.Addon, o.AppSetReport, o.AppStatus, o.ResourceProxy} {
 		if err := settings.Validate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -250,12 +257,36 @@ func (o Options) ResourceTreeOptions() (opts resourcetree.Options, ok bool) {
 }
 
 // ClusterSecretOptions are the options of the cluster Secret controller; ok is false
-// when it is disabled.
-func (o Options) ClusterSecretOptions() (opts clustersecret.Options, ok bool) {
+// when it is disabled. With the resource proxy on, the Secrets reach it through the hub
+// apiserver at cfg's URL (unless the settings name another) with cfg's CA.
+func (o Options) ClusterSecretOptions(cfg *rest.Config) (opts clustersecret.Options, ok bool, err error) {
 	if !o.ClusterSecret.Enabled {
-		return clustersecret.Options{}, false
+		return clustersecret.Options{}, false, nil
 	}
-	return clustersecret.Options{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, Concurrency: o.Concurrency}, true
+	opts = clustersecret.Options{AddonName: o.AddonName, ArgoCDNamespace: o.ArgoCDNamespace, Concurrency: o.Concurrency}
+	if o.ResourceProxy.Enabled() {
+		access := clustersecret.ProxyAccess{HubServer: o.ResourceProxy.HubServer, TokenSecret: o.ResourceProxy.ClientTokenSecret}
+		if access.HubServer == "" {
+			access.HubServer = cfg.Host
+		}
+		if access.CAData, err = hubCA(cfg); err != nil {
+			return clustersecret.Options{}, false, err
+		}
+		opts.ResourceProxy = &access
+	}
+	return opts, true, nil
+}
+
+// hubCA returns the PEM of the CA with which cfg trusts the hub apiserver.
+func hubCA(cfg *rest.Config) ([]byte, error) {
+	if len(cfg.CAData) > 0 || cfg.CAFile == "" {
+		return cfg.CAData, nil
+	}
+	data, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the hub apiserver's CA: %w", err)
+	}
+	return data, nil
 }
 
 // AddonOptions are the options of the addon; recorder records the Events of the agents'
@@ -314,7 +345,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := SetupControllers(mgr, c, opts); err != nil {
+	if err := SetupControllers(mgr, c, cfg, opts); err != nil {
 		return err
 	}
 	addonMgr, agentAddon, err := newAddonManager(cfg, opts, mgr.GetEventRecorder(addon.CSRApproverName))
@@ -363,18 +394,31 @@ func cacheSynced(informers cache.Informers) healthz.Checker {
 }
 
 // SetupControllers registers every hub controller with mgr, whose scheme and cache come
-// from hubcache, and hands each what they share: c, the client that reads through the
+// from hubcache, and the resource proxy (its server, and the hub apiserver's cfg for the
+// cluster Secrets), and hands each what they share: c, the client that reads through the
 // manager's cache (hubcache.NewClient), and one decoder of the agents' reports, which
 // reads their status slices first (statusslices.Reader, through c).
-func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
+func SetupControllers(mgr ctrl.Manager, c client.Client, cfg *rest.Config, opts Options) error {
 	slices := statusslices.NewReader(c, opts.AddonName)
 	decoder := observed.NewDecoder().WithSlices(slices)
+	var managedResources resourcetree.ManagedResourcesSource
+	if opts.ResourceProxy.Enabled() {
+		proxy := resourceproxy.NewRunnable(cfg, opts.ResourceProxy)
+		if err := mgr.Add(proxy); err != nil {
+			return fmt.Errorf("set up the resource proxy: %w", err)
+		}
+		managedResources = proxy.Server()
+	}
 	if err := propagation.Setup(mgr, c, slices, opts.PropagationOptions()); err != nil {
 		return fmt.Errorf("set up propagation: %w", err)
 	}
 	// Off, the manager holds no rights on the cluster Secrets (the chart grants them with
 	// the feature), so it neither watches nor touches them.
-	if secretOpts, ok := opts.ClusterSecretOptions(); ok {
+	secretOpts, ok, err := opts.ClusterSecretOptions(cfg)
+	if err != nil {
+		return err
+	}
+	if ok {
 		if err := clustersecret.Setup(mgr, secretOpts); err != nil {
 			return fmt.Errorf("set up cluster secrets: %w", err)
 		}
@@ -386,6 +430,7 @@ func SetupControllers(mgr ctrl.Manager, c client.Client, opts Options) error {
 		return fmt.Errorf("set up the Application status mirror: %w", err)
 	}
 	if treeOpts, ok := opts.ResourceTreeOptions(); ok {
+		treeOpts.ManagedResources = managedResources
 		if err := resourcetree.Setup(mgr, c, slices, treeOpts); err != nil {
 			return fmt.Errorf("set up the resource trees: %w", err)
 		}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -226,6 +227,14 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 
 	a.goFunc(func() { a.watchApplicationAPI(ctx) })
 	a.goFunc(func() { a.operations.run(ctx) })
+	if opts.ResourceProxy {
+		proxy, err := newResourceProxy(a, hubConfig, spokeConfig,
+			"system:serviceaccount:"+opts.ArgoCDNamespace+":"+resourceproxy.SpokeServiceAccount)
+		if err != nil {
+			return err
+		}
+		a.goFunc(func() { proxy.run(ctx) })
+	}
 	a.goFunc(func() {
 		a.tick(ctx, opts.ResyncPeriod, func() {
 			a.fullResync.Store(true)

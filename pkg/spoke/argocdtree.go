@@ -103,6 +103,35 @@ func (r *treeReader) ReadStates(ctx context.Context, namespace, name string) clu
 	return clusterreport.States{Diffs: diffs}
 }
 
+// ReadManagedResources returns the managed resources of the app namespace/name as Argo
+// CD's application-controller caches them, hooks included, each state as
+// clusterreport.RedactedState passes it: a Secret's state that is not redacted as Argo CD
+// redacts it fails the whole read.
+func (r *treeReader) ReadManagedResources(ctx context.Context, namespace, name string) ([]argocdcache.ResourceDiff, error) {
+	budget := int64(argocdcache.MaxValueBytes)
+	var cached []argocdcache.ResourceDiff
+	if err := r.get(ctx, argocdcache.ManagedResourcesKey(argocdcache.InstanceName(r.argoCDNamespace, namespace, name)), &budget, &cached); err != nil {
+		if errors.Is(err, errNoTree) {
+			err = errNoStates
+		}
+		return nil, err
+	}
+	for i := range cached {
+		d := &cached[i]
+		for _, state := range []*string{&d.TargetState, &d.LiveState, &d.NormalizedLiveState, &d.PredictedLiveState} {
+			redacted, ok := clusterreport.RedactedState(d.Group, d.Kind, *state)
+			if !ok {
+				return nil, fmt.Errorf("a state of %s is not a manifest, or a Secret's state not redacted as Argo CD redacts it", d.FullName())
+			}
+			if redacted == "" {
+				redacted = "null"
+			}
+			*state = redacted
+		}
+	}
+	return cached, nil
+}
+
 // errNoStates: Argo CD has not cached the managed resources of the app (yet).
 var errNoStates = errors.New("the Argo CD cache holds no managed resources for this application yet")
 

@@ -60,6 +60,10 @@ type Options struct {
 	// its key that hold that user's password (Argo CD's argocd-redis, auth, for the
 	// default user).
 	ArgoCDRedis argocdcache.ClientOptions
+	// ResourceProxy serves the hub's resource proxy (pkg/resourceproxy): the agent holds
+	// a tunnel open to the hub, and runs each request for a resource of an app pulled from
+	// the hub as Argo CD's application-controller.
+	ResourceProxy bool
 }
 
 // ArgoCDRedisDisabled as Options.ArgoCDRedis.Addr makes the agent report apps without their
@@ -77,6 +81,7 @@ func DefaultOptions() Options {
 		ResyncPeriod:    10 * time.Minute,
 		ArgoCDRedis: argocdcache.ClientOptions{PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey,
 			SentinelMaster: argocdcache.DefaultSentinelMaster},
+		ResourceProxy: true,
 	}
 }
 

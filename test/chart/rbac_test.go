@@ -92,6 +92,9 @@ var needed = slices.Concat(
 	perms(releaseScope, "coordination.k8s.io", "leases", "", "leader election: the first Lease", "create"),
 	perms(releaseScope, "coordination.k8s.io", "leases", leaseName, "leader election", "get", "update"),
 	perms(releaseScope, "apps", "deployments/scale", managerName, "uninstall hook: stop the manager first", "get", "update"),
+	perms(cluster, "proxy.argocd-pull.open-cluster-management.io", "agents/proxy", "", "the agent's hub Role grants it (HubRole): the resource proxy's tunnel", "get", "create"),
+	perms(cluster, "apiregistration.k8s.io", "apiservices", "v1alpha1.proxy.argocd-pull.open-cluster-management.io", "resourceproxy: the APIService's caBundle", "get", "patch"),
+	perms(argocdScope, "", "secrets", addonName+"-resource-proxy-token", "clustersecret: argocd-server's token for the resource proxy", "get"),
 	perms(cluster, "authentication.k8s.io", "tokenreviews", "", "secure metrics: who scrapes", "create"),
 	perms(cluster, "authorization.k8s.io", "subjectaccessreviews", "", "secure metrics: may they get /metrics", "create"),
 )

@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -80,19 +77,8 @@ var _ = Describe("The argocd CLI on a pulled app", Ordered, func() {
 		expectReported(ctx, c, name)
 	}
 
-	// cli runs the argocd CLI as admin against the hub's argocd-server, and returns its
-	// output and exit code.
-	cli := func(ctx context.Context, args ...string) (string, int) {
-		full := append(args, "--server", theFleet.ArgoCDServer, "--plaintext", "--auth-token", token)
-		out, err := exec.CommandContext(ctx, filepath.Join(*binDir, "argocd"), full...).CombinedOutput()
-		fmt.Fprintf(GinkgoWriter, "$ argocd %s\n%s\n", strings.Join(args, " "), out)
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return string(out), exit.ExitCode()
-		}
-		Expect(err).NotTo(HaveOccurred())
-		return string(out), 0
-	}
+	// cli runs the argocd CLI as admin against the hub's argocd-server.
+	cli := func(ctx context.Context, args ...string) (string, int) { return runArgoCD(ctx, token, args...) }
 
 	It("syncs it on its managed cluster with `argocd app sync`, and `argocd app wait --health` returns once it is Healthy", func(ctx SpecContext) {
 		before, err := spokeStatus(ctx, spokeApps, app, "operationState", "startedAt")

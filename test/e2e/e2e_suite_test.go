@@ -5,11 +5,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +252,18 @@ func hubManagerPod() (string, int) {
 	}
 	Expect(pod).NotTo(BeEmpty(), "the manager runs on the hub")
 	return pod, pid
+}
+
+// runArgoCD runs the argocd CLI (bin/argocd) with the session token against the hub's
+// argocd-server, and returns its output and exit code.
+func runArgoCD(ctx context.Context, token string, args ...string) (string, int) {
+	full := append(slices.Clone(args), "--server", theFleet.ArgoCDServer, "--plaintext", "--auth-token", token)
+	out, err := exec.CommandContext(ctx, filepath.Join(*binDir, "argocd"), full...).CombinedOutput()
+	fmt.Fprintf(GinkgoWriter, "$ argocd %s\n%s\n", strings.Join(args, " "), out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return string(out), 0
 }

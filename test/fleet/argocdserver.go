@@ -50,6 +50,10 @@ func LoginArgoCD(ctx context.Context, addr, user, password string) (*ArgoCDClien
 	return c, nil
 }
 
+// NewArgoCDClient returns a client of the argocd-server at url (http://host:port) that
+// calls with token, a session's or a project role's.
+func NewArgoCDClient(url, token string) *ArgoCDClient { return &ArgoCDClient{URL: url, token: token} }
+
 // ResourceTree returns GET /api/v1/applications/{name}/resource-tree, what the UI draws.
 func (c *ArgoCDClient) ResourceTree(ctx context.Context, app string) (argocdcache.Tree, error) {
 	var tree argocdcache.Tree

@@ -345,12 +345,15 @@ func (f *Fleet) startAddon(ctx context.Context, opts Options) error {
 func (f *Fleet) InstallAddon(ctx context.Context, values ...string) error {
 	args := []string{"install", "argocd-pull-addon", f.addon.Chart, "--namespace", AddonReleaseNamespace, "--create-namespace", "--wait=false"}
 	// A Pod has its own network; these processes share the host's, so the manager's
-	// endpoints get free ports.
-	ports, err := loopback.FreePorts(2)
+	// endpoints get free ports. The hub apiserver has no Service network: it reaches the
+	// resource proxy through an ExternalName Service, at the port the APIService names.
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return err
 	}
-	args = append(args, "--set", "metrics.port="+strconv.Itoa(ports[0]), "--set", "healthProbePort="+strconv.Itoa(ports[1]))
+	args = append(args, "--set", "metrics.port="+strconv.Itoa(ports[0]), "--set", "healthProbePort="+strconv.Itoa(ports[1]),
+		"--set", "resourceProxy.port="+strconv.Itoa(ports[2]), "--set", "resourceProxy.servicePort="+strconv.Itoa(ports[2]),
+		"--set", "resourceProxy.externalName=localhost")
 	for _, v := range append(append([]string(nil), f.addon.HelmValues...), values...) {
 		args = append(args, "--set", v)
 	}

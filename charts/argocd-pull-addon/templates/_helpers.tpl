@@ -69,3 +69,8 @@ defaulting to the chart's appVersion. */}}
 {{- define "argocd-pull-addon.adcName" -}}
 {{- default (printf "%s-default" .Values.manager.addonName) .Values.addOnDeploymentConfig.name -}}
 {{- end -}}
+
+{{/* The resource proxy's Service, client service account and its token Secret. */}}
+{{- define "argocd-pull-addon.resourceProxy" -}}
+{{ .Values.manager.addonName }}-resource-proxy
+{{- end }}

@@ -24,6 +24,7 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 )
 
 const (
@@ -169,7 +170,7 @@ func installNamespace(addon *addonv1beta1.ManagedClusterAddOn, adc *addonv1beta1
 
 // HubRole is what the agent's hub identity may do, in its own cluster namespace only: read
 // its own ManagedClusterAddOn, patch its status, write its ApplicationStatusSlices, and
-// record Events. RBAC cannot name objects before they exist (create takes no
+// record Events, and serve the resource proxy's requests for its cluster. RBAC cannot name objects before they exist (create takes no
 // resourceNames), so the namespace bounds the slices, as it bounds the Events; their
 // number is bounded by the quota that grantHubPermissions keeps beside the Role
 // (sliceQuota), their size by the CRD's schema.
@@ -184,6 +185,9 @@ func HubRole(addonName string) *rbacv1.Role {
 			{APIGroups: []string{statusv1alpha1.GroupVersion.Group}, Resources: []string{statusv1alpha1.Resource},
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			// The resource proxy's tunnel: take the requests for this cluster, answer them.
+			{APIGroups: []string{resourceproxy.Group}, Resources: []string{resourceproxy.ResourceAgents + "/" + resourceproxy.Subresource},
+				Verbs: []string{"get", "create"}},
 		},
 	}
 }

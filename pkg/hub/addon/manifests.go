@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -136,6 +137,12 @@ func renderAgentManifests(v agentValues, adc *addonv1beta1.AddOnDeploymentConfig
 	objs = append(objs, roleWithBinding(roleName+":argocd-redis", v.ArgoCDNamespace, sa,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
 			ResourceNames: []string{vars.redis.PasswordSecret}, Verbs: []string{"get"}},
+	)...)
+	// The resource proxy's requests run as Argo CD's application-controller, with its
+	// rights and no wider ones (pkg/spoke, resourceproxy.go).
+	objs = append(objs, roleWithBinding(roleName+":resource-proxy", v.ArgoCDNamespace, sa,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
+			ResourceNames: []string{resourceproxy.SpokeServiceAccount}, Verbs: []string{"impersonate"}},
 	)...)
 	objs = append(objs, argoCDRedisNetworkPolicy(v))
 	for _, ns := range v.WatchNamespaces {

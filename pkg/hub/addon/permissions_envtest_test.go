@@ -3,6 +3,7 @@ package addon
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -147,6 +149,20 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 			t.Errorf("the agent may %s, but: %v", what, err)
 		}
 	}
+	// The resource proxy's paths: the hub apiserver authorizes them before it forwards
+	// them to the APIService, which this apiserver does not have: allowed is NotFound,
+	// refused Forbidden.
+	proxyCall := func(method, path string) error {
+		return kube.CoreV1().RESTClient().Verb(method).AbsPath(path).Do(ctx).Error()
+	}
+	for what, call := range map[string]func() error{
+		"open its cluster's resource proxy tunnel": func() error { return proxyCall(http.MethodGet, resourceproxy.AgentPath("c1")) },
+		"answer a request on its cluster's tunnel": func() error { return proxyCall(http.MethodPost, resourceproxy.AgentPath("c1")+"/id") },
+	} {
+		if err := call(); !apierrors.IsNotFound(err) {
+			t.Errorf("the agent may %s: got %v, want NotFound (authorized; no APIService here)", what, err)
+		}
+	}
 	refused := map[string]func() error{
 		"patch another cluster's status":       func() error { return patchStatus("c2", "argocd-pull") },
 		"patch another addon's status":         func() error { return patchStatus("c1", "other-addon") },
@@ -204,6 +220,14 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 		"list namespaces": func() error {
 			_, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 			return err
+		},
+		"open another cluster's resource proxy tunnel": func() error { return proxyCall(http.MethodGet, resourceproxy.AgentPath("c2")) },
+		"answer a request of another cluster":          func() error { return proxyCall(http.MethodPost, resourceproxy.AgentPath("c2")+"/id") },
+		"reach its own cluster as a client of the resource proxy": func() error {
+			return proxyCall(http.MethodGet, resourceproxy.ClientPath("c1")+"/api/v1/namespaces/default/secrets")
+		},
+		"open a tunnel as another addon's agent": func() error {
+			return kubernetes.NewForConfigOrDie(otherCfg).CoreV1().RESTClient().Get().AbsPath(resourceproxy.AgentPath("c1")).Do(ctx).Error()
 		},
 	}
 	for what, call := range refused {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
@@ -142,6 +143,33 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	for _, verb := range []string{"get", "patch"} {
 		if allowed("other-team", verb) {
 			t.Errorf("the agent may %s Applications in a namespace it does not watch", verb)
+		}
+	}
+
+	// The resource proxy's requests run as Argo CD's application-controller: the agent
+	// may impersonate that service account, and no other identity.
+	mayImpersonate := func(namespace, resource, name string) bool {
+		review, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: "impersonate", Resource: resource, Name: name,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return review.Status.Allowed
+	}
+	if !mayImpersonate(v.ArgoCDNamespace, "serviceaccounts", resourceproxy.SpokeServiceAccount) {
+		t.Errorf("the agent may not impersonate %s/%s", v.ArgoCDNamespace, resourceproxy.SpokeServiceAccount)
+	}
+	for _, who := range []struct{ namespace, resource, name string }{
+		{v.ArgoCDNamespace, "serviceaccounts", "argocd-server"},
+		{"kube-system", "serviceaccounts", resourceproxy.SpokeServiceAccount},
+		{"", "users", "system:admin"},
+		{"", "groups", "system:masters"},
+	} {
+		if mayImpersonate(who.namespace, who.resource, who.name) {
+			t.Errorf("the agent may impersonate %s %s/%s", who.resource, who.namespace, who.name)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,6 +61,18 @@ type Options struct {
 	ArgoCDNamespace string
 	// Concurrency is the number of parallel reconciles.
 	Concurrency int
+	// ResourceProxy, when set, makes each Secret reach the cluster through the resource
+	// proxy (pkg/hub/resourceproxy); nil leaves the Secrets without credentials.
+	ResourceProxy *ProxyAccess
+}
+
+// ProxyAccess is how argocd-server reaches the resource proxy: through the hub apiserver at
+// HubServer, which it trusts with CAData, as the service account whose token Secret, in
+// the Argo CD namespace, is TokenSecret.
+type ProxyAccess struct {
+	HubServer   string
+	CAData      []byte
+	TokenSecret string
 }
 
 // validate reports options that cannot work.
@@ -118,6 +131,13 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 		return err
 	}
 	r := &reconciler{client: c, secrets: secrets, others: others, opts: opts}
+	if opts.ResourceProxy != nil {
+		kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		r.tokens = &proxyToken{secrets: kube.CoreV1().Secrets(opts.ArgoCDNamespace), name: opts.ResourceProxy.TokenSecret}
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(
@@ -162,6 +182,8 @@ type reconciler struct {
 	// others reads the cluster Secrets of other tools (othersCache).
 	others client.Reader
 	opts   Options
+	// tokens reads the resource proxy's client token, with Options.ResourceProxy.
+	tokens *proxyToken
 }
 
 // secretClusterName is the key of an Argo CD cluster Secret's data that names its
@@ -270,6 +292,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	desired := desiredSecret(key, managedCluster, r.opts.AddonName)
+	if r.opts.ResourceProxy != nil {
+		token, err := r.tokens.get(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := withProxyAccess(desired, cluster, *r.opts.ResourceProxy, token); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if existing != nil {
 		owned, err := corev1ac.ExtractSecret(existing, ControllerName)
 		if err != nil {

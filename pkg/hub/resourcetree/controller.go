@@ -4,8 +4,10 @@ package resourcetree
 // Applications, and the reconcile that keeps one Application's cache entries.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,8 +67,24 @@ type Options struct {
 	// HubClusterName names the hub's own ManagedCluster: the nodes of an app whose
 	// destination names it carry no UID (NodeIdentityOf).
 	HubClusterName string
+	// ManagedResources, when set, gives an app whose nodes carry UIDs (its destination
+	// names its managed cluster) the managed resources of the Argo CD there, live states
+	// included, instead of those the slices carry (the OutOfSync ones' diffs): the argocd
+	// CLI's manifests, diff, actions run, patch-resource and delete-resource pick among
+	// them. nil, or a cluster that does not answer, leaves the slices' ones.
+	ManagedResources ManagedResourcesSource
 	Settings
 }
+
+// ManagedResourcesSource reads a pulled app's managed resources as the Argo CD of its
+// managed cluster caches them, through the resource proxy (pkg/hub/resourceproxy.Server):
+// the JSON of a list of argocdcache.ResourceDiff, at most limit bytes.
+type ManagedResourcesSource interface {
+	ManagedResources(ctx context.Context, cluster, namespace, name string, limit int64) ([]byte, error)
+}
+
+// managedResourcesTimeout bounds the wait for a cluster's managed resources.
+const managedResourcesTimeout = 10 * time.Second
 
 // lossCheckPeriod is how often the controller checks that the hub Argo CD's Redis still
 // holds what it wrote (watchRedis): a Redis that restarted has the trees back a period or
@@ -251,7 +269,16 @@ func (r *reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The slice changed since the cache saw it: its event brings the app back.
 		return ctrl.Result{}, nil
 	}
-	e, err := encodeEntries(Render(entry, identity))
+	tree, managed := Render(entry, identity)
+	if identity == StableUIDs && r.opts.ManagedResources != nil {
+		if live, err := r.liveManagedResources(ctx, cluster, entry.Namespace, entry.Name); err != nil {
+			log.V(1).Info("the managed resources as the managed cluster caches them are not at hand; writing those of the slices",
+				"app", req.NamespacedName, "cluster", cluster, "error", err.Error())
+		} else {
+			managed = live
+		}
+	}
+	e, err := encodeEntries(tree, managed)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -285,6 +312,34 @@ func (r *reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"nodes", len(entry.Resources)+len(entry.Nodes))
 	}
 	return ctrl.Result{RequeueAfter: refresh}, nil
+}
+
+// liveManagedResources returns the managed resources of the spoke app namespace/name on
+// cluster as its Argo CD caches them, each state checked again (clusterreport.RedactedState:
+// no Secret's data reaches the hub's cache), in Argo CD's order.
+func (r *reconciler) liveManagedResources(ctx context.Context, cluster, namespace, name string) ([]argocdcache.ResourceDiff, error) {
+	ctx, cancel := context.WithTimeout(ctx, managedResourcesTimeout)
+	defer cancel()
+	raw, err := r.opts.ManagedResources.ManagedResources(ctx, cluster, namespace, name, argocdcache.MaxValueBytes)
+	if err != nil {
+		return nil, err
+	}
+	var managed []argocdcache.ResourceDiff
+	if err := json.Unmarshal(raw, &managed); err != nil {
+		return nil, fmt.Errorf("decode the managed resources: %w", err)
+	}
+	for i := range managed {
+		d := &managed[i]
+		for _, state := range []*string{&d.TargetState, &d.LiveState, &d.NormalizedLiveState, &d.PredictedLiveState} {
+			redacted, ok := clusterreport.RedactedState(d.Group, d.Kind, *state)
+			if !ok {
+				return nil, fmt.Errorf("a state of %s is not a manifest, or a Secret's state not redacted as Argo CD redacts it", d.FullName())
+			}
+			*state = orAbsent(redacted)
+		}
+	}
+	slices.SortStableFunc(managed, func(a, b argocdcache.ResourceDiff) int { return cmp.Compare(a.FullName(), b.FullName()) })
+	return managed, nil
 }
 
 // entrySource is what an app's entries are rendered from: the Digest of its slice's entry
