@@ -155,7 +155,7 @@ func main() {
 	}
 	fmt.Println(results.Table())
 	if *out != "" {
-		if err := os.WriteFile(*out, []byte(results.Markdown()), 0o644); err != nil {
+		if err := os.WriteFile(*out, []byte(results.Markdown()+handKept(*out)), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -167,4 +167,20 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// handKeptMarker starts the part of docs/benchmarks.md that is written by hand, which
+// make bench keeps as it is.
+const handKeptMarker = "<!-- kept by hand: make bench keeps what follows -->"
+
+// handKept returns the part of the file at path from handKeptMarker on, or "".
+func handKept(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if i := strings.Index(string(old), handKeptMarker); i >= 0 {
+		return "\n" + string(old[i:])
+	}
+	return ""
 }
