@@ -291,11 +291,13 @@ func equalJSON(t *testing.T, a, b any) bool {
 
 // TestSecretRightsFollowTheFeatures: the manager's rights on Secrets come with the
 // features that need them, and go with them: get on the Redis password Secret by name
-// with hubArgoCDCache, the cluster Secrets' verbs with manager.clusterSecrets, and with
+// with hubArgoCDCache, the cluster Secrets' verbs with manager.clusterSecrets (and get
+// on the resource proxy's client token by name, with resourceProxy too), and with
 // neither no right on any Secret.
 func TestSecretRightsFollowTheFeatures(t *testing.T) {
 	redis := perms(argocdScope, "", "secrets", redisPasswordSecret, "", "get")
-	clusterSecrets := perms(argocdScope, "", "secrets", "", "", "list", "watch", "create", "patch", "delete")
+	clusterSecrets := slices.Concat(perms(argocdScope, "", "secrets", "", "", "list", "watch", "create", "patch", "delete"),
+		perms(argocdScope, "", "secrets", addonName+"-resource-proxy-token", "", "get"))
 	for _, tc := range []struct {
 		name string
 		set  []string
@@ -307,6 +309,8 @@ func TestSecretRightsFollowTheFeatures(t *testing.T) {
 		{"another password Secret", []string{"manager.clusterSecrets=false", "hubArgoCDCache.passwordSecret.name=redis-auth"},
 			perms(argocdScope, "", "secrets", "redis-auth", "", "get")},
 		{"neither", []string{"manager.clusterSecrets=false", "hubArgoCDCache.enabled=false"}, nil},
+		{"cluster Secrets without the resource proxy", []string{"hubArgoCDCache.enabled=false", "resourceProxy.enabled=false"},
+			perms(argocdScope, "", "secrets", "", "", "list", "watch", "create", "patch", "delete")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

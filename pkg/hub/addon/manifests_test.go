@@ -558,6 +558,16 @@ func TestHubRoleIsLimitedToTheAddon(t *testing.T) {
 			}
 			continue
 		}
+		if slices.Contains(rule.Resources, "agents/proxy") {
+			// The resource proxy's tunnel: bounded by the namespace of the binding (the
+			// server matches the name to it); TestAgentHubIdentityIsConfinedToItsOwnAddon
+			// proves it by impersonation.
+			if !slices.Equal(rule.Resources, []string{"agents/proxy"}) || !slices.Equal(rule.Verbs, []string{"get", "create"}) ||
+				!slices.Equal(rule.APIGroups, []string{"proxy.argocd-pull.open-cluster-management.io"}) {
+				t.Errorf("the resource proxy rule grants more: %v", rule)
+			}
+			continue
+		}
 		if !slices.Equal(rule.ResourceNames, []string{"argocd-pull"}) {
 			t.Errorf("rule %v is not limited to the addon's own ManagedClusterAddOn", rule)
 		}
