@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
 // This file is what the status channel carries of Argo CD's diff: for each OutOfSync
@@ -46,6 +47,24 @@ const redactionMask = '+'
 // lastAppliedAnnotation is kubectl's copy of the applied manifest, which Argo CD keeps
 // on a Secret's live state with its data redacted; the status channel leaves it out.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// RedactedDiff returns d, a managed resource as Argo CD caches it, with each of its states
+// as RedactedState passes it ("null" for none), or an error when one may not be carried:
+// what the resource proxy carries of an app's managed resources, checked by the agent and
+// again by the manager.
+func RedactedDiff(d argocdcache.ResourceDiff) (argocdcache.ResourceDiff, error) {
+	for _, state := range []*string{&d.TargetState, &d.LiveState, &d.NormalizedLiveState, &d.PredictedLiveState} {
+		redacted, ok := RedactedState(d.Group, d.Kind, *state)
+		if !ok {
+			return argocdcache.ResourceDiff{}, fmt.Errorf("a state of %s is not a manifest, or a Secret's state not redacted as Argo CD redacts it", d.FullName())
+		}
+		if redacted == "" {
+			redacted = "null"
+		}
+		*state = redacted
+	}
+	return d, nil
+}
 
 // RedactedState returns state, the JSON of a manifest of the resource group/kind, as the
 // status channel carries it, and whether it may carry it at all. "" and "null" (no

@@ -9,6 +9,7 @@ import (
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
 // TestRedactedState: a state goes as Argo CD cached it, but a Secret's only when each of
@@ -198,4 +199,24 @@ func FuzzRedactedState(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRedactedDiff(t *testing.T) {
+	deployment := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"}}`
+	got, err := RedactedDiff(argocdcache.ResourceDiff{Group: "apps", Kind: "Deployment", Name: "web",
+		LiveState: deployment, NormalizedLiveState: deployment, TargetState: "", PredictedLiveState: "null"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LiveState != deployment || got.NormalizedLiveState != deployment || got.TargetState != "null" || got.PredictedLiveState != "null" {
+		t.Errorf("RedactedDiff = %+v", got)
+	}
+	masked := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"k":"++++++++"}}`
+	if _, err := RedactedDiff(argocdcache.ResourceDiff{Kind: "Secret", Name: "s", LiveState: masked, TargetState: masked}); err != nil {
+		t.Errorf("a Secret as Argo CD redacts it: %v", err)
+	}
+	plain := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"k":"cGFzc3dvcmQ="}}`
+	if _, err := RedactedDiff(argocdcache.ResourceDiff{Kind: "Secret", Name: "s", LiveState: masked, TargetState: plain}); err == nil {
+		t.Error("a Secret's plain data passes")
+	}
 }

@@ -110,23 +110,16 @@ func (r *treeReader) ReadStates(ctx context.Context, namespace, name string) clu
 func (r *treeReader) ReadManagedResources(ctx context.Context, namespace, name string) ([]argocdcache.ResourceDiff, error) {
 	budget := int64(argocdcache.MaxValueBytes)
 	var cached []argocdcache.ResourceDiff
-	if err := r.get(ctx, argocdcache.ManagedResourcesKey(argocdcache.InstanceName(r.argoCDNamespace, namespace, name)), &budget, &cached); err != nil {
+	err := r.get(ctx, argocdcache.ManagedResourcesKey(argocdcache.InstanceName(r.argoCDNamespace, namespace, name)), &budget, &cached)
+	if err != nil {
 		if errors.Is(err, errNoTree) {
 			err = errNoStates
 		}
 		return nil, err
 	}
 	for i := range cached {
-		d := &cached[i]
-		for _, state := range []*string{&d.TargetState, &d.LiveState, &d.NormalizedLiveState, &d.PredictedLiveState} {
-			redacted, ok := clusterreport.RedactedState(d.Group, d.Kind, *state)
-			if !ok {
-				return nil, fmt.Errorf("a state of %s is not a manifest, or a Secret's state not redacted as Argo CD redacts it", d.FullName())
-			}
-			if redacted == "" {
-				redacted = "null"
-			}
-			*state = redacted
+		if cached[i], err = clusterreport.RedactedDiff(cached[i]); err != nil {
+			return nil, err
 		}
 	}
 	return cached, nil

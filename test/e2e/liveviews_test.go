@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
@@ -25,55 +24,17 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
-// Live views and actions of the hub's Argo CD on a pulled app, served from its managed
-// cluster through the resource proxy: the hub apiserver forwards argocd-server's Kubernetes
-// requests for the Argo CD cluster of the managed cluster to the manager, which hands
-// them to that cluster's agent over the tunnel the agent holds open; the agent runs them
-// there as Argo CD's application-controller, on the app's tree only.
-var _ = Describe("Live views and actions from the hub", Ordered, func() {
-	const (
-		app        = "live-guestbook"
-		namespace  = "live-guestbook"
-		placement  = "live-placement"
-		deployment = "guestbook-ui"
-	)
-	var (
-		c      hubClients
-		target *fleet.ManagedCluster
-		admin  *fleet.ArgoCDClient
-	)
-	BeforeAll(func(ctx SpecContext) {
-		c = newHubClients()
-		target = theFleet.Clusters[0]
-		enableAddonForSpec(ctx, target)
-		applyAddonPlacementForSpec(ctx, placement, target)
-
-		By("the guestbook pulled to " + target.Name + ", its destination naming its managed cluster")
-		a := pulledApp(fleet.ArgoCDNamespace, app, target.Name, namespace, true)
-		Expect(unstructured.SetNestedField(a.Object, map[string]any{"name": target.Name, "namespace": namespace}, "spec", "destination")).To(Succeed())
-		c.createApp(ctx, a)
-
-		password, err := theFleet.ArgoCDAdminPassword(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		admin, err = fleet.LoginArgoCD(ctx, theFleet.ArgoCDServer, "admin", password)
-		Expect(err).NotTo(HaveOccurred())
-		eventually(ctx, func(ctx context.Context) ([]string, error) {
-			return treeOf(ctx, admin, app)
-		}).Should(ContainElements(
-			"Deployment "+namespace+"/"+deployment+" Healthy",
-			MatchRegexp(`^Pod `+namespace+`/`+deployment+`-\w+-\w+ Healthy under ReplicaSet `+deployment+`-\w+$`),
-		), "the hub's argocd-server shows the spoke's tree")
-		eventually(ctx, func(ctx context.Context) ([]string, error) {
-			tree, err := admin.ResourceTree(ctx, app)
-			var uids []string
-			for _, n := range tree.Nodes {
-				uids = append(uids, n.UID)
-			}
-			return uids, err
-		}).Should(And(Not(BeEmpty()), HaveEach(Not(BeEmpty()))), "every node carries a UID")
-	})
-
-	cli := func(ctx context.Context, args ...string) (string, int) { return runArgoCD(ctx, admin.Token(), args...) }
+// liveViewSpecs registers the specs of the live views and actions of the hub's Argo CD on
+// a pulled app, served from its managed cluster through the resource proxy: the hub
+// apiserver forwards argocd-server's Kubernetes requests for the Argo CD cluster of the
+// managed cluster to the manager, which hands them to that cluster's agent over the tunnel
+// the agent holds open; the agent runs them there as Argo CD's application-controller, on
+// the app's tree only. It is called in an Ordered container whose app (its guestbook in
+// namespace) has, by then, a destination naming its managed cluster (target), is Synced
+// and Healthy, and shows nodes with UIDs; admin is argocd-server's client as admin.
+func liveViewSpecs(app, namespace string, target func() *fleet.ManagedCluster, admin func() *fleet.ArgoCDClient) {
+	const deployment = "guestbook-ui"
+	cli := func(ctx context.Context, args ...string) (string, int) { return runArgoCD(ctx, admin().Token(), args...) }
 	// liveResource is the UI's call for a node's live manifest.
 	liveResource := func(ctx context.Context, client *fleet.ArgoCDClient, kind, group, name string) (int, string) {
 		query := url.Values{"appNamespace": {fleet.ArgoCDNamespace}, "namespace": {namespace}, "resourceName": {name},
@@ -84,7 +45,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 	}
 	// podsOf returns the names of the guestbook's Pods on the managed cluster.
 	podsOf := func(ctx context.Context) []string {
-		pods, err := target.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + deployment})
+		pods, err := target().Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + deployment})
 		Expect(err).NotTo(HaveOccurred())
 		var names []string
 		for _, p := range pods.Items {
@@ -96,12 +57,12 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 	}
 
 	It("shows the live manifest of its Deployment, read on the managed cluster", func(ctx SpecContext) {
-		live, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
+		live, err := target().Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
-		status, body := liveResource(ctx, admin, "Deployment", "apps", deployment)
+		status, body := liveResource(ctx, admin(), "Deployment", "apps", deployment)
 		Expect(status).To(Equal(http.StatusOK), "the UI's live manifest: %s", body)
-		Expect(body).To(ContainSubstring(string(live.UID)), "the manifest is %s's Deployment", target.Name)
+		Expect(body).To(ContainSubstring(string(live.UID)), "the manifest is %s's Deployment", target().Name)
 
 		out, code := cli(ctx, "app", "get-resource", app, "--kind", "Deployment", "--resource-name", deployment, "-o", "yaml")
 		Expect(code).To(Equal(0), "argocd app get-resource: %s", out)
@@ -109,13 +70,13 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 	})
 
 	It("prints its live manifests with `argocd app manifests --source live`, and `argocd app diff` finds no difference", func(ctx SpecContext) {
-		live, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
+		live, err := target().Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		var out string
 		eventually(ctx, func(ctx context.Context) string {
 			out, _ = cli(ctx, "app", "manifests", app, "--source", "live")
 			return out
-		}).Should(ContainSubstring("uid: "+string(live.UID)), "the live Deployment of %s", target.Name)
+		}).Should(ContainSubstring("uid: "+string(live.UID)), "the live Deployment of %s", target().Name)
 		Expect(out).To(ContainSubstring("kind: Service"))
 		out, code := cli(ctx, "app", "diff", app)
 		Expect(code).To(Equal(0), "argocd app diff on the synced app: %s", out)
@@ -123,7 +84,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 
 	It("lists the events of its Deployment, recorded on the managed cluster", func(ctx SpecContext) {
 		// The UI asks by the UID of the hub's tree node.
-		tree, err := admin.ResourceTree(ctx, app)
+		tree, err := admin().ResourceTree(ctx, app)
 		Expect(err).NotTo(HaveOccurred())
 		uid := ""
 		for _, n := range tree.Nodes {
@@ -134,7 +95,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		Expect(uid).NotTo(BeEmpty())
 		query := url.Values{"appNamespace": {fleet.ArgoCDNamespace}, "resourceNamespace": {namespace}, "resourceName": {deployment},
 			"resourceUID": {uid}}
-		status, body, err := admin.Call(ctx, http.MethodGet, "/api/v1/applications/"+app+"/events?"+query.Encode(), nil)
+		status, body, err := admin().Call(ctx, http.MethodGet, "/api/v1/applications/"+app+"/events?"+query.Encode(), nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "the UI's events: %s", body)
 		var events corev1.EventList
@@ -143,7 +104,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		for _, e := range events.Items {
 			reasons = append(reasons, e.Reason)
 		}
-		Expect(reasons).To(ContainElement("ScalingReplicaSet"), "the deployment controller's events on %s", target.Name)
+		Expect(reasons).To(ContainElement("ScalingReplicaSet"), "the deployment controller's events on %s", target().Name)
 	})
 
 	It("deletes its Pod on the managed cluster, as the UI's delete does, and its ReplicaSet makes another", func(ctx SpecContext) {
@@ -154,31 +115,31 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		pod := pods[0]
 		query := url.Values{"appNamespace": {fleet.ArgoCDNamespace}, "namespace": {namespace}, "resourceName": {pod},
 			"kind": {"Pod"}, "group": {""}, "version": {"v1"}, "force": {"false"}, "orphan": {"false"}}
-		status, body, err := admin.Call(ctx, http.MethodDelete, "/api/v1/applications/"+app+"/resource?"+query.Encode(), nil)
+		status, body, err := admin().Call(ctx, http.MethodDelete, "/api/v1/applications/"+app+"/resource?"+query.Encode(), nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "the UI's delete of Pod %s: %s", pod, body)
 		eventually(ctx, func(ctx context.Context) bool {
-			_, err := target.Kube.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+			_, err := target().Kube.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "Pod %s is gone from %s", pod, target.Name)
+		}).Should(BeTrue(), "Pod %s is gone from %s", pod, target().Name)
 		eventually(ctx, podsOf).Should(And(HaveLen(len(pods)), Not(ContainElement(pod))), "the ReplicaSet made another Pod")
 	})
 
 	It("restarts its Deployment on the managed cluster with `argocd app actions run restart`", func(ctx SpecContext) {
 		out, code := cli(ctx, "app", "actions", "run", app, "restart", "--kind", "Deployment", "--resource-name", deployment, "--namespace", namespace)
 		Expect(code).To(Equal(0), "argocd app actions run restart: %s", out)
-		live, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
+		live, err := target().Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(live.Spec.Template.Annotations).To(HaveKey("kubectl.kubernetes.io/restartedAt"), "the Pod template changed on %s", target.Name)
+		Expect(live.Spec.Template.Annotations).To(HaveKey("kubectl.kubernetes.io/restartedAt"), "the Pod template changed on %s", target().Name)
 		eventually(ctx, func(ctx context.Context) (bool, error) {
-			d, err := target.Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
+			d, err := target().Kube.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
 			want := *d.Spec.Replicas
 			return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == want && d.Status.AvailableReplicas == want &&
 				d.Status.Replicas == want && len(podsOf(ctx)) == int(want), nil
-		}).Should(BeTrue(), "the restart rolled out on %s", target.Name)
+		}).Should(BeTrue(), "the restart rolled out on %s", target().Name)
 	})
 
 	It("serves a Pod's log as far as the managed cluster's kubelet stand-in can", func(ctx SpecContext) {
@@ -193,8 +154,8 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		fmt.Fprintf(GinkgoWriter, "argocd app logs exited %d\n", code)
 		// The same request as argocd-server makes it, through the resource proxy: the
 		// agent runs it (no Forbidden of its own), and the answer is the managed cluster's.
-		status, body := proxyAt(ctx, target.Name)(ctx, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods/"+pods[0]+"/log?tailLines=10")
-		fmt.Fprintf(GinkgoWriter, "the Pod's log from %s: %d %s\n", target.Name, status, body)
+		status, body := proxyAt(ctx, target().Name)(ctx, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods/"+pods[0]+"/log?tailLines=10")
+		fmt.Fprintf(GinkgoWriter, "the Pod's log from %s: %d %s\n", target().Name, status, body)
 		Expect(status).NotTo(Equal(http.StatusForbidden), body)
 		Expect(body).NotTo(ContainSubstring("refuses"))
 	})
@@ -222,26 +183,26 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 			Expect(code).NotTo(Equal(0), "argocd %s as the viewer: %s", strings.Join(args[:3], " "), out)
 			Expect(out).To(ContainSubstring("permission denied"))
 		}
-		viewerAPI := fleet.NewArgoCDClient(admin.URL, token)
+		viewerAPI := fleet.NewArgoCDClient(admin().URL, token)
 		query := url.Values{"appNamespace": {fleet.ArgoCDNamespace}, "namespace": {namespace}, "resourceName": {pods[0]},
 			"kind": {"Pod"}, "group": {""}, "version": {"v1"}}
 		status, denied, err := viewerAPI.Call(ctx, http.MethodDelete, "/api/v1/applications/"+app+"/resource?"+query.Encode(), nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusForbidden), "the UI's delete of a Pod as the viewer: %s", denied)
 		Expect(podsOf(ctx)).To(ContainElement(pods[0]), "the viewer deleted nothing")
-		_, err = target.Kube.CoreV1().Services(namespace).Get(ctx, deployment, metav1.GetOptions{})
+		_, err = target().Kube.CoreV1().Services(namespace).Get(ctx, deployment, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the viewer deleted nothing")
 
-		By("a ConfigMap on " + target.Name + " that is not in the app's tree")
-		_, err = target.Kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+		By("a ConfigMap on " + target().Name + " that is not in the app's tree")
+		_, err = target().Kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "not-in-the-tree"}, Data: map[string]string{"secret": "value"}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		status, body := liveResource(ctx, admin, "ConfigMap", "", "not-in-the-tree")
+		status, body := liveResource(ctx, admin(), "ConfigMap", "", "not-in-the-tree")
 		Expect(status).NotTo(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring("not found as part of application"), "argocd-server refuses it")
 
 		By("asked of the resource proxy directly, with argocd-server's credentials: the agent refuses it")
-		proxy := proxyAt(ctx, target.Name)
+		proxy := proxyAt(ctx, target().Name)
 		for _, call := range []struct{ method, path string }{
 			{http.MethodGet, "/api/v1/namespaces/" + namespace + "/configmaps/not-in-the-tree"},
 			{http.MethodDelete, "/api/v1/namespaces/" + namespace + "/configmaps/not-in-the-tree"},
@@ -250,10 +211,10 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		} {
 			code, body := proxy(ctx, call.method, call.path)
 			Expect(code).To(Equal(http.StatusForbidden), "%s %s: %s", call.method, call.path, body)
-			Expect(body).To(ContainSubstring("argocd-pull agent of managed cluster " + target.Name + " refuses"))
+			Expect(body).To(ContainSubstring("argocd-pull agent of managed cluster " + target().Name + " refuses"))
 			Expect(body).NotTo(ContainSubstring("value"))
 		}
-		_, err = target.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, "not-in-the-tree", metav1.GetOptions{})
+		_, err = target().Kube.CoreV1().ConfigMaps(namespace).Get(ctx, "not-in-the-tree", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the ConfigMap is still there")
 
 		By("a cluster with no agent connected answers at once")
@@ -270,7 +231,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 		var took []time.Duration
 		for range n {
 			start := time.Now()
-			status, body := liveResource(ctx, admin, "Deployment", "apps", deployment)
+			status, body := liveResource(ctx, admin(), "Deployment", "apps", deployment)
 			took = append(took, time.Since(start))
 			Expect(status).To(Equal(http.StatusOK), body)
 		}
@@ -282,7 +243,7 @@ var _ = Describe("Live views and actions from the hub", Ordered, func() {
 			Expect(d.of(r)).To(BeZero(), "writes to %s during %d live manifests", r, n)
 		}
 	})
-})
+}
 
 // proxyAt calls the resource proxy of a cluster name as argocd-server does, with the
 // credentials of the first managed cluster's Argo CD cluster Secret (the same for every

@@ -51,7 +51,8 @@ import (
 // the documented template that is the hub itself (the fleet's argocd-server resolves
 // in-cluster to the hub, as one in a Pod does). The hub holds objects of the same names as
 // the spoke's guestbook; no call of the UI's or the argocd CLI reads, patches or deletes
-// them.
+// them. Once the destination names the managed cluster, the live views and actions act
+// there (liveViewSpecs).
 var _ = Describe("A hub user on a pulled app's tree", Ordered, func() {
 	const (
 		app       = "security-guestbook"
@@ -226,6 +227,12 @@ var _ = Describe("A hub user on a pulled app's tree", Ordered, func() {
 		Expect(status).To(Equal(http.StatusOK), "GET the live Service: %s", body)
 		Expect(body).To(ContainSubstring(string(spokeService.UID)), "the spoke's Service")
 		Expect(body).NotTo(ContainSubstring("hub-own"))
+		hubUntouched(ctx)
+	})
+
+	liveViewSpecs(app, namespace, func() *fleet.ManagedCluster { return target }, func() *fleet.ArgoCDClient { return argocd })
+
+	It("touched nothing of the hub's while it acted on the managed cluster", func(ctx SpecContext) {
 		hubUntouched(ctx)
 	})
 })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,20 +165,48 @@ func GuestbookApplicationSetYAML(name, app, placement, repoURL, namespace string
 // PulledApplicationSetYAML is GuestbookApplicationSetYAML for the app at path in the
 // repository.
 func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string) []byte {
+	return pulledApplicationSetYAML(name, placementGenerator(placement), "{{name}}-"+app, repoURL, path, namespace)
+}
+
+// PulledMatrixApplicationSetYAML is an ApplicationSet of perCluster pulled apps of the
+// app at path on each cluster of placement: the matrix of the placement generator and a
+// list of i = 0 .. perCluster-1. Its Applications are called <cluster>-<name>-<i>, and
+// deploy to the namespace <name>-<i>.
+func PulledMatrixApplicationSetYAML(name, placement, repoURL, path string, perCluster int) []byte {
+	elements := make([]string, perCluster)
+	for i := range perCluster {
+		elements[i] = fmt.Sprintf("{i: '%d'}", i)
+	}
+	generators := fmt.Sprintf(`
+  - matrix:
+      generators:%s
+      - list:
+          elements: [%s]`, strings.ReplaceAll(placementGenerator(placement), "\n", "\n    "), strings.Join(elements, ", "))
+	return pulledApplicationSetYAML(name, generators, "{{name}}-"+name+"-{{i}}", repoURL, path, "'"+name+"-{{i}}'")
+}
+
+// placementGenerator is the generator of the clusters of an OCM Placement.
+func placementGenerator(placement string) string {
+	return fmt.Sprintf(`
+  - clusterDecisionResource:
+      configMapRef: ocm-placement-generator
+      labelSelector:
+        matchLabels: {cluster.open-cluster-management.io/placement: %s}
+      requeueAfterSeconds: 30`, placement)
+}
+
+// pulledApplicationSetYAML is the documented pull-model ApplicationSet with generators,
+// whose apps are called appName and deploy the app at path to namespace.
+func pulledApplicationSetYAML(name, generators, appName, repoURL, path, namespace string) []byte {
 	return fmt.Appendf(nil, `
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
 metadata: {name: %[1]s}
 spec:
-  generators:
-  - clusterDecisionResource:
-      configMapRef: ocm-placement-generator
-      labelSelector:
-        matchLabels: {cluster.open-cluster-management.io/placement: %[2]s}
-      requeueAfterSeconds: 30
+  generators:%[2]s
   template:
     metadata:
-      name: '{{name}}-%[5]s'
+      name: '%[3]s'
       labels: {apps.open-cluster-management.io/pull-to-ocm-managed-cluster: "true"}
       annotations:
         apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
@@ -187,10 +216,10 @@ spec:
     spec:
       project: default
       sources:
-      - {repoURL: '%[3]s', targetRevision: main, path: '%[6]s'}
-      destination: {server: https://kubernetes.default.svc, namespace: %[4]s}
+      - {repoURL: '%[4]s', targetRevision: main, path: '%[5]s'}
+      destination: {server: https://kubernetes.default.svc, namespace: %[6]s}
       syncPolicy:
         automated: {}
         syncOptions: [CreateNamespace=true]
-`, name, placement, repoURL, namespace, app, path)
+`, name, generators, appName, repoURL, path, namespace)
 }

@@ -62,21 +62,12 @@ func (ca testCA) client(t *testing.T, commonName string) tls.Certificate {
 // CA for both), one of another CA, none, and the front proxy without a user.
 func TestOnlyTheFrontProxyIsAdmitted(t *testing.T) {
 	frontProxyCA, otherCA := newTestCA(t, "front-proxy-ca"), newTestCA(t, "other-ca")
-	config, err := parseRequestHeaderConfig(map[string]string{
+	_, ts := serveTLS(t, map[string]string{
 		"requestheader-client-ca-file":   string(frontProxyCA.pem),
 		"requestheader-allowed-names":    `["front-proxy-client"]`,
 		"requestheader-username-headers": `["X-Remote-User"]`,
 		"requestheader-group-headers":    `["X-Remote-Group"]`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := NewServer()
-	server.setAuth(&frontProxyAuth{config: config})
-	ts := httptest.NewUnstartedServer(server)
-	ts.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
-	ts.StartTLS()
-	defer ts.Close()
 
 	for _, tc := range []struct {
 		name string
@@ -112,3 +103,20 @@ func TestOnlyTheFrontProxyIsAdmitted(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// serveTLS serves a Server over TLS, which authenticates its front proxy as the
+// extension-apiserver-authentication data says; the test closes it.
+func serveTLS(t *testing.T, data map[string]string) (*Server, *httptest.Server) {
+	t.Helper()
+	config, err := parseRequestHeaderConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := NewServer()
+	server.setAuth(&frontProxyAuth{config: config})
+	ts := httptest.NewUnstartedServer(server)
+	ts.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return server, ts
+}

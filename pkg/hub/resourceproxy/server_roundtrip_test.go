@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +19,9 @@ import (
 // without a tunnel gets 503 at once; an agent cannot answer another cluster's request.
 func TestRequestsReachTheirClustersAgentAndStream(t *testing.T) {
 	frontProxyCA := newTestCA(t, "front-proxy-ca")
-	config, err := parseRequestHeaderConfig(map[string]string{
+	server, ts := serveTLS(t, map[string]string{
 		"requestheader-client-ca-file": string(frontProxyCA.pem), "requestheader-username-headers": `["X-Remote-User"]`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := NewServer()
-	server.setAuth(&frontProxyAuth{config: config})
-	ts := httptest.NewUnstartedServer(server)
-	ts.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
-	ts.StartTLS()
-	defer ts.Close()
 	transport := ts.Client().Transport.(*http.Transport).Clone()
 	transport.TLSClientConfig.Certificates = []tls.Certificate{frontProxyCA.client(t, "front-proxy-client")}
 	client := &http.Client{Transport: transport}

@@ -329,13 +329,8 @@ func (r *reconciler) liveManagedResources(ctx context.Context, cluster, namespac
 		return nil, fmt.Errorf("decode the managed resources: %w", err)
 	}
 	for i := range managed {
-		d := &managed[i]
-		for _, state := range []*string{&d.TargetState, &d.LiveState, &d.NormalizedLiveState, &d.PredictedLiveState} {
-			redacted, ok := clusterreport.RedactedState(d.Group, d.Kind, *state)
-			if !ok {
-				return nil, fmt.Errorf("a state of %s is not a manifest, or a Secret's state not redacted as Argo CD redacts it", d.FullName())
-			}
-			*state = orAbsent(redacted)
+		if managed[i], err = clusterreport.RedactedDiff(managed[i]); err != nil {
+			return nil, err
 		}
 	}
 	slices.SortStableFunc(managed, func(a, b argocdcache.ResourceDiff) int { return cmp.Compare(a.FullName(), b.FullName()) })

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
+)
+
+// What a rollout costs the hub apiserver per app, with every writer real: Argo CD's
+// ApplicationSet controller, OCM's work agents, the addon's agents and manager. One
+// ApplicationSet of 20 pulled guestbook apps on 2 clusters, counted from its creation
+// until every app is Synced and Healthy on the hub and in the report.
+var _ = Describe("The hub's cost of a rollout", Ordered, func() {
+	const (
+		appSet   = "cost-appset"
+		label    = "e2e.argocd-pull/cost-appset"
+		perCount = 10
+		// costBound is the writes per app this spec allows: what the fleet measured
+		// (28.6 on 2026-11-28, opting the clusters in included) with some room, so that a
+		// change that costs more is seen.
+		costBound = 32.0
+	)
+	var (
+		hub     hubClients
+		targets []*fleet.ManagedCluster
+	)
+	BeforeAll(func(ctx SpecContext) {
+		hub = newHubClients()
+		targets = theFleet.Clusters[:2]
+		hub.optIn(ctx, targets...)
+		hub.labelClusters(ctx, label, targets...)
+		hub.placeByLabel(ctx, fleet.ArgoCDNamespace, appSet, label, targets...)
+	})
+
+	It("is a bounded number of hub writes per app, by resource and verb", func(ctx SpecContext) {
+		apps := perCount * len(targets)
+		yaml := fleet.PulledMatrixApplicationSetYAML(appSet, appSet, theFleet.Git.URL(), fleet.GuestbookPath, perCount)
+
+		quiet := waitForQuietHub(ctx, 5*time.Second, 3*time.Minute, pullResources...)
+		start := time.Now()
+		Expect(hub.applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, yaml)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			hub.deleteAndWait(ctx, hub.dyn.Resource(appSetsGVR).Namespace(fleet.ArgoCDNamespace), appSet)
+			for _, mc := range targets {
+				for i := range perCount {
+					hub.deleteAndWait(ctx, hub.apps(fleet.ArgoCDNamespace), fmt.Sprintf("%s-%s-%d", mc.Name, appSet, i))
+				}
+			}
+			hub.deleteAndWait(ctx, hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace), appSet)
+		})
+
+		By(fmt.Sprintf("every one of the %d apps Synced and Healthy on the hub and in the report", apps))
+		eventually(ctx, func(ctx context.Context) (int, error) {
+			list, err := hub.apps(fleet.ArgoCDNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			done := 0
+			for i := range list.Items {
+				u := &list.Items[i]
+				if !strings.Contains(u.GetName(), "-"+appSet+"-") {
+					continue
+				}
+				st, err := argoapp.DecodeStatus(u)
+				if err == nil && st.Sync.Status == "Synced" && st.Health.Status == "Healthy" && len(st.Resources) == 2 {
+					done++
+				}
+			}
+			return done, nil
+		}).WithTimeout(5*time.Minute).Should(Equal(apps), "the hub Applications")
+		eventually(ctx, func(ctx context.Context) (string, error) {
+			u, err := hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			var report appsv1alpha1.MulticlusterApplicationSetReport
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &report); err != nil {
+				return "", err
+			}
+			s := report.Statuses.Summary
+			return fmt.Sprintf("clusters %s, synced %s, healthy %s", s.Clusters, s.Synced, s.Healthy), nil
+		}).Should(Equal(fmt.Sprintf("clusters %d, synced %d, healthy %d", apps, apps, apps)), "the report")
+		took := time.Since(start)
+
+		d := readHubWrites(ctx).since(quiet)
+		// The quiet baseline (Leases, endpoints) is not the rollout's.
+		total := 0
+		for r, n := range d.byResource() {
+			if !slices.Contains([]string{"leases", "endpoints", "endpointslices"}, r) {
+				total += n
+			}
+		}
+		perApp := float64(total) / float64(apps)
+		fmt.Fprintf(GinkgoWriter, "a rollout of %d apps on %d clusters in %v: %d hub writes, %.1f per app (Leases and endpoints left out); by resource: %s\n",
+			apps, len(targets), took.Round(time.Second), total, perApp, d)
+		Expect(perApp).To(BeNumerically("<=", costBound), "hub writes per app: %s", d)
+	})
+})
