@@ -78,6 +78,9 @@ func newResourceProxy(a *agent, hubConfig, spokeConfig *rest.Config, impersonate
 	if err != nil {
 		return nil, fmt.Errorf("resource proxy: the managed cluster client: %w", err)
 	}
+	// A redirect would run a request on a path the agent did not check: the answer goes
+	// back as it is.
+	spoke.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &resourceProxy{a: a, hub: hub, hubURL: strings.TrimSuffix(hubConfig.Host, "/"), spoke: spoke,
 		spokeURL: strings.TrimSuffix(spokeConfig.Host, "/"), kinds: map[schema.GroupVersion]resourceKinds{},
 		slots: make(chan struct{}, proxyConcurrency)}, nil
@@ -287,9 +290,19 @@ type apiRequest struct {
 	discovery                              bool
 }
 
-// parseAPIPath parses a Kubernetes API path; ok is false for a path that is not one.
+// parseAPIPath parses a Kubernetes API path; ok is false for a path that is not one, and
+// for one that is not clean (an empty, "." or ".." segment, an escape): what the agent
+// checks is what the managed cluster's apiserver serves.
 func parseAPIPath(p string) (apiRequest, bool) {
-	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "%?#\\") {
+		return apiRequest{}, false
+	}
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for _, part := range parts {
+		if part == "" || part == "." || part == ".." {
+			return apiRequest{}, false
+		}
+	}
 	var r apiRequest
 	switch {
 	case len(parts) == 1 && (parts[0] == "api" || parts[0] == "apis" || parts[0] == "version"):

@@ -32,6 +32,14 @@ func TestParseAPIPath(t *testing.T) {
 		{"/healthz", apiRequest{}, false},
 		{"/metrics", apiRequest{}, false},
 		{"/", apiRequest{}, false},
+		// Not clean: what the agent checks must be what the apiserver serves.
+		{"/api/v1/namespaces/ns/pods/p/log/../../../secrets/s", apiRequest{}, false},
+		{"/api/v1/namespaces/ns/configmaps/..", apiRequest{}, false},
+		{"/api/v1/namespaces/ns/./pods/p", apiRequest{}, false},
+		{"/api/v1/namespaces//pods/p", apiRequest{}, false},
+		{"/api/v1/namespaces/ns/pods/a%2Fb", apiRequest{}, false},
+		{"/api/v1/namespaces/ns/pods/p/", apiRequest{}, false},
+		{"api/v1/namespaces/ns/pods/p", apiRequest{}, false},
 	} {
 		got, ok := parseAPIPath(tc.path)
 		if ok != tc.ok || got != tc.want {
