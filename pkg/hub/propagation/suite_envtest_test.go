@@ -19,6 +19,7 @@ import (
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -149,6 +150,35 @@ func (f *fixture) readyCluster(short string) string {
 	cluster := f.createCluster(short, true)
 	f.bind(f.Namespace, cluster)
 	return cluster
+}
+
+// startEast starts a parallel test: its fixture (newFixture, with adjust) and the cluster
+// east, opted in and bound to the test's namespace (readyCluster).
+func startEast(t *testing.T, adjust func(*Options)) (*fixture, string) {
+	t.Helper()
+	t.Parallel()
+	f := newFixture(t, adjust)
+	return f, f.readyCluster("east")
+}
+
+// propagate creates the test's Application name that targets cluster, and returns its
+// work once the controller has applied it.
+func (f *fixture) propagate(name, cluster string) *workv1.ManifestWork {
+	f.T.Helper()
+	f.Create(f.Application(name, cluster))
+	return f.WaitForWork(name, cluster)
+}
+
+// deleteApp deletes the test's Application name.
+func (f *fixture) deleteApp(name string) {
+	f.T.Helper()
+	f.G.Expect(f.C.Delete(f.Ctx, f.GetApp(name))).To(gomega.Succeed())
+}
+
+// expectAppGone waits until the test's Application name is gone: its finalizers released.
+func (f *fixture) expectAppGone(name string) {
+	f.T.Helper()
+	f.G.Eventually(func() *unstructured.Unstructured { return f.GetApp(name) }).Should(gomega.BeNil())
 }
 
 // setOperationFeedback plays the work agent: the work is applied, and its feedback
