@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,25 +49,20 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 	env := shared.Get(t)
 	ctx, g := testenv.Begin(t, env, namespace, cluster)
 	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: env.Client, writes: &testenv.WriteLog{}}
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond, CoalesceWindow: window}}
+	opts := mirrorOptions()
+	opts.CoalesceWindow = window
 	startMirrorWithSlices(t, env, opts, f.writes)
 
 	app := testenv.PulledApplication(namespace, "web", cluster)
 	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())
 	f.key = client.ObjectKeyFromObject(app)
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster}}
-	g.Expect(f.c.Create(ctx, addon)).To(gomega.Succeed())
+	addon := createAddon(ctx, g, f.c, opts.AddonName, cluster)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
 	f.slice = clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{f.entry("none")}})
 	g.Expect(f.c.Create(ctx, f.slice)).To(gomega.Succeed())
 
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	w := watchApps(ctx, g, env, namespace)
 	t.Cleanup(w.Stop)
 	go func() {
 		for e := range w.ResultChan() {

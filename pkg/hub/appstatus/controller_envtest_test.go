@@ -1,6 +1,7 @@
 package appstatus
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -47,6 +48,50 @@ func startMirrorWithSlices(t *testing.T, env *testenv.Env, opts Options, writes 
 		})
 }
 
+// mirrorOptions returns the options of the status mirror in the tests with the slices
+// reader: the default addon, and a short Progressing hold.
+func mirrorOptions() Options {
+	return Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
+}
+
+// createAddon creates the ManagedClusterAddOn name of cluster: the agent's report, and
+// the owner of its slices.
+func createAddon(ctx context.Context, g gomega.Gomega, c client.Client, name, cluster string) *addonv1beta1.ManagedClusterAddOn {
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}
+	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	return addon
+}
+
+// createFedWork creates the work of app in cluster, as the propagation controller of the
+// addon addonName writes it, and plays the work agent: its feedback holds values.
+func createFedWork(ctx context.Context, g gomega.Gomega, c client.Client, app *unstructured.Unstructured, cluster, addonName string, values map[string]string) *workv1.ManifestWork {
+	work := testenv.PropagatedWork(app, cluster, addonName)
+	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
+	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", app.GetName(), values)}
+	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
+	return work
+}
+
+// getApp reads the hub Application key.
+func getApp(ctx context.Context, g gomega.Gomega, c client.Client, key types.NamespacedName) *unstructured.Unstructured {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	g.Expect(c.Get(ctx, key, app)).To(gomega.Succeed())
+	return app
+}
+
+// watchApps watches every version of the hub Applications of namespace from now on; the
+// caller stops the watch.
+func watchApps(ctx context.Context, g gomega.Gomega, env *testenv.Env, namespace string) watch.Interface {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return w
+}
+
 func TestStatusMirror(t *testing.T) {
 	env := shared.Get(t)
 	ctx, g := testenv.Begin(t, env, "apps", "cluster1")
@@ -62,8 +107,7 @@ func TestStatusMirror(t *testing.T) {
 		return Setup(mgr, c, decoder, opts)
 	})
 
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: "cluster1"}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	addon := createAddon(ctx, g, c, opts.AddonName, "cluster1")
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
 		app := testenv.PulledApplication("apps", name, "cluster1")
@@ -124,10 +168,7 @@ func TestStatusMirror(t *testing.T) {
 		setScopedReport(apps, nil, available)
 	}
 	get := func(name string) *unstructured.Unstructured {
-		app := &unstructured.Unstructured{}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "apps", Name: name}, app)).To(gomega.Succeed())
-		return app
+		return getApp(ctx, g, c, types.NamespacedName{Namespace: "apps", Name: name})
 	}
 	str := func(app *unstructured.Unstructured, path ...string) string {
 		s, _, _ := unstructured.NestedString(app.Object, path...)
@@ -137,12 +178,7 @@ func TestStatusMirror(t *testing.T) {
 	// healthHistory returns, once an app's health settles at Healthy, the health statuses
 	// that a watch saw it take, each once in a row.
 	healthHistory := func(t *testing.T, app *unstructured.Unstructured, work *workv1.ManifestWork) []string {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
-		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		w, err := wc.Watch(ctx, list, client.InNamespace("apps"))
-		g.Expect(err).NotTo(gomega.HaveOccurred())
+		w := watchApps(ctx, g, env, "apps")
 		defer w.Stop()
 		setFeedback(work, "Healthy", "Synced")
 		var seen []string
@@ -219,36 +255,38 @@ func TestStatusMirror(t *testing.T) {
 		g.Expect(healthHistory(t, app, work)).To(gomega.Equal([]string{"Healthy"}))
 	})
 
+	// expectNotMirrored creates the app name and its work, changes them with change
+	// (retried until it succeeds), and checks that the work's feedback never reaches the
+	// app.
+	expectNotMirrored := func(name string, change func(work *workv1.ManifestWork) error) {
+		work := newWork(newApp(name, false))
+		g.Eventually(func() error { return change(work) }).Should(gomega.Succeed())
+		setFeedback(work, "Healthy", "Synced")
+		g.Consistently(func() string { return str(get(name), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+	}
+
 	t.Run("another controller's work is not mirrored", func(t *testing.T) {
-		app := newApp("served-by-acm", false)
-		work := newWork(app)
 		// Red Hat ACM's pull controller names and annotates its works as this addon does,
 		// but without this addon's label; it writes the status itself.
-		g.Eventually(func() error {
+		expectNotMirrored("served-by-acm", func(work *workv1.ManifestWork) error {
 			cur := &workv1.ManifestWork{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(work), cur); err != nil {
 				return err
 			}
 			delete(cur.Labels, argoapp.LabelAddon)
 			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
-		setFeedback(work, "Healthy", "Synced")
-		g.Consistently(func() string { return str(get("served-by-acm"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+		})
 	})
 
 	t.Run("an app the hub Argo CD reconciles (no skip-reconcile) is not mirrored", func(t *testing.T) {
-		app := newApp("not-skipped", false)
 		// Its work was made while it skipped the hub Argo CD; propagation keeps it, refused.
-		work := newWork(app)
-		g.Eventually(func() error {
+		expectNotMirrored("not-skipped", func(*workv1.ManifestWork) error {
 			cur := get("not-skipped")
 			annotations := cur.GetAnnotations()
 			delete(annotations, argoapp.AnnotationSkipReconcile)
 			cur.SetAnnotations(annotations)
 			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
-		setFeedback(work, "Healthy", "Synced")
-		g.Consistently(func() string { return str(get("not-skipped"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+		})
 	})
 
 	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {
