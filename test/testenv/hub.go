@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,6 +152,34 @@ func (h *Hub) Create(obj client.Object) {
 func (h *Hub) CreateNamespace(name string) {
 	h.T.Helper()
 	h.G.Expect(CreateNamespace(h.Ctx, h.C, name)).To(gomega.Succeed())
+}
+
+// CreateCluster creates the ManagedCluster name, accepted by the hub, with labels, and
+// its namespace.
+func (h *Hub) CreateCluster(name string, labels map[string]string) {
+	h.T.Helper()
+	h.Create(&clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
+	})
+	h.CreateNamespace(name)
+}
+
+// EnableAddon enables the addon addonName on cluster: it creates its
+// ManagedClusterAddOn, which the agent reports on and which owns the agent's slices.
+func (h *Hub) EnableAddon(cluster, addonName string) *addonv1beta1.ManagedClusterAddOn {
+	h.T.Helper()
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	h.Create(addon)
+	return addon
+}
+
+// DisableAddon disables the addon addonName on cluster: it deletes its
+// ManagedClusterAddOn.
+func (h *Hub) DisableAddon(cluster, addonName string) {
+	h.T.Helper()
+	h.G.Expect(h.C.Delete(h.Ctx, &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}})).
+		To(gomega.Succeed())
 }
 
 // Application returns a pulled Application of the test's namespace that targets cluster,

@@ -55,11 +55,7 @@ func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 func (f *fixture) createCluster(short string, labels map[string]string, enabled bool) string {
 	f.T.Helper()
 	name := short + "-" + f.id
-	f.G.Expect(f.C.Create(f.Ctx, &clusterv1.ManagedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
-	})).To(gomega.Succeed())
-	f.CreateNamespace(name)
+	f.CreateCluster(name, labels)
 	if enabled {
 		f.setAddon(name, true)
 	}
@@ -68,11 +64,10 @@ func (f *fixture) createCluster(short string, labels map[string]string, enabled 
 
 func (f *fixture) setAddon(cluster string, enabled bool) {
 	f.T.Helper()
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster}}
 	if enabled {
-		f.G.Expect(f.C.Create(f.Ctx, addon)).To(gomega.Succeed())
+		f.EnableAddon(cluster, f.opts.AddonName)
 	} else {
-		f.G.Expect(f.C.Delete(f.Ctx, addon)).To(gomega.Succeed())
+		f.DisableAddon(cluster, f.opts.AddonName)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,11 +100,7 @@ func (f *fixture) clusterName(short string) string { return short + "-" + f.id }
 func (f *fixture) createCluster(short string, enabled bool) string {
 	f.T.Helper()
 	name := f.clusterName(short)
-	f.G.Expect(f.C.Create(f.Ctx, &clusterv1.ManagedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
-	})).To(gomega.Succeed())
-	f.CreateNamespace(name)
+	f.CreateCluster(name, nil)
 	if enabled {
 		f.enableAddon(name)
 	}
@@ -114,16 +109,12 @@ func (f *fixture) createCluster(short string, enabled bool) string {
 
 func (f *fixture) enableAddon(cluster string) {
 	f.T.Helper()
-	f.G.Expect(f.C.Create(f.Ctx, &addonv1beta1.ManagedClusterAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster},
-	})).To(gomega.Succeed())
+	f.EnableAddon(cluster, f.opts.AddonName)
 }
 
 func (f *fixture) disableAddon(cluster string) {
 	f.T.Helper()
-	f.G.Expect(f.C.Delete(f.Ctx, &addonv1beta1.ManagedClusterAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster},
-	})).To(gomega.Succeed())
+	f.DisableAddon(cluster, f.opts.AddonName)
 }
 
 // bind creates a Placement in namespace and its PlacementDecision, as OCM's placement

@@ -44,7 +44,7 @@ func TestTreesComeBackAfterARedisRestart(t *testing.T) {
 	var keys []string
 	var slices []*statusv1alpha1.ApplicationStatusSlice
 	for _, cluster := range clusters {
-		addon := createAddon(hub, cluster)
+		addon := hub.EnableAddon(cluster, addonName)
 		var apps []statusv1alpha1.AppStatus
 		for i := range appsPerCluster {
 			name := fmt.Sprintf("%s-app%d", cluster, i)

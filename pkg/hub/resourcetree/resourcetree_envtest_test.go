@@ -68,7 +68,7 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	hub.Create(pushed)
 
 	// The agent's slice: a Deployment, its ReplicaSet and Pod.
-	addon := createAddon(hub, "cluster1")
+	addon := hub.EnableAddon("cluster1", addonName)
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
 	pod := func(name string) statusv1alpha1.ResourceNode {
 		return statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "web", Name: name, Health: healthy, Images: []string{"nginx:1"},
@@ -191,13 +191,6 @@ func treeOptions(redis argocdcache.ClientOptions) resourcetree.Options {
 	}}}
 }
 
-// createAddon creates the cluster's ManagedClusterAddOn, which owns its agent's slices.
-func createAddon(hub *testenv.Hub, cluster string) *addonv1beta1.ManagedClusterAddOn {
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-	hub.Create(addon)
-	return addon
-}
-
 // syncedEntry returns the agent's slice entry of the hub app argocd/name: Synced, observed
 // now, its resources and the nodes of its tree read from the spoke Argo CD's cache.
 func syncedEntry(name string, resources []statusv1alpha1.ResourceStatus, nodes ...statusv1alpha1.ResourceNode) statusv1alpha1.AppStatus {
@@ -289,7 +282,7 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
 	hub.Create(hub.Application(name, cluster))
-	addon := createAddon(hub, cluster)
+	addon := hub.EnableAddon(cluster, addonName)
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
 	entry := syncedEntry(name, []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
 		// A tree, which the manager's cache leaves out: a restarted manager knows the
@@ -369,7 +362,7 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 	startTreeManager(t, env, opts)
 
 	hub.Create(hub.Application(name, cluster)) // destination: https://kubernetes.default.svc
-	createSlice(hub, createAddon(hub, cluster), syncedEntry(name,
+	createSlice(hub, hub.EnableAddon(cluster, addonName), syncedEntry(name,
 		[]statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "canary", Status: "Synced"}},
 		statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "kube-system", Name: "canary-0",
 			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "kube-system", Name: "canary"}}}))
@@ -425,7 +418,7 @@ func TestWritesTheTreeAsConfigured(t *testing.T) {
 	startTreeManager(t, env, opts)
 
 	hub.Create(hub.Application(name, cluster))
-	createSlice(hub, createAddon(hub, cluster), syncedEntry(name,
+	createSlice(hub, hub.EnableAddon(cluster, addonName), syncedEntry(name,
 		[]statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "web", Status: "Synced"}}))
 
 	db4 := server.Admin(t, 4)
@@ -456,7 +449,7 @@ func TestWritesTheDiffsOfOutOfSyncResources(t *testing.T) {
 	server := redisserver.Start(t, redisserver.Options{})
 	startTreeManager(t, env, treeOptions(argocdcache.ClientOptions{Addr: server.Addr}))
 	hub.Create(hub.Application(name, cluster))
-	addon := createAddon(hub, cluster)
+	addon := hub.EnableAddon(cluster, addonName)
 
 	deployment := func(replicas string) string {
 		return `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":` + replicas + `}}`
