@@ -195,10 +195,8 @@ func TestEnvtestClusterDeleted(t *testing.T) {
 // Point 4: the tenant gate.
 
 func TestEnvtestTenantGate(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startUnboundEast(t, nil)
 	g := f.G
-	cluster := f.createCluster("east", true)
 	// A decision in another namespace does not bind the cluster to this one.
 	other := "other-" + f.id
 	f.CreateNamespace(other)
@@ -232,9 +230,7 @@ func TestEnvtestTenantGate(t *testing.T) {
 
 // A PlacementDecision that no Placement owns (written by hand) binds nothing.
 func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	cluster := f.createCluster("east", true)
+	f, cluster := startUnboundEast(t, nil)
 	forged := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
 		Name: "forged", Namespace: f.Namespace, Labels: map[string]string{clusterv1beta1.PlacementLabel: "forged"},
 	}}
@@ -253,10 +249,8 @@ func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
 // that does but is not the owner (the decision was written by hand, copying the name).
 // The Placement's own decision binds; once the Placement is gone, it no longer does.
 func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startUnboundEast(t, nil)
 	g := f.G
-	cluster := f.createCluster("east", true)
 	f.Create(&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: "real", Namespace: f.Namespace}})
 	placementGVK := schema.GroupVersionKind{Group: clusterv1beta1.GroupName, Version: "v1beta1", Kind: "Placement"}
 	for _, owner := range []struct{ placement, uid string }{
@@ -290,9 +284,7 @@ func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
 }
 
 func TestEnvtestTenantGateOff(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.RequirePlacementBinding = false })
-	cluster := f.createCluster("east", true) // no PlacementDecision anywhere
+	f, cluster := startUnboundEast(t, func(o *Options) { o.RequirePlacementBinding = false }) // no PlacementDecision anywhere
 	f.propagate("guestbook", cluster)
 	f.G.Expect(f.Condition("guestbook", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 }
@@ -305,10 +297,7 @@ func TestEnvtestDeletion(t *testing.T) {
 	t.Run("with the Argo CD resources finalizer", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		app := f.Application("with-finalizer", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		work := f.WaitForWork("with-finalizer", cluster)
+		work := f.propagate("with-finalizer", cluster, argoapp.ResourcesFinalizer)
 		g.Expect(testenv.Payload(t, work).GetFinalizers()).To(gomega.Equal([]string{argoapp.ResourcesFinalizer}))
 
 		f.deleteApp("with-finalizer")
@@ -328,10 +317,7 @@ func TestEnvtestDeletion(t *testing.T) {
 	t.Run("waits until the work agent has deleted the work", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		app := f.Application("slow", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		work := f.WaitForWork("slow", cluster)
+		work := f.propagate("slow", cluster, argoapp.ResourcesFinalizer)
 		// Play the work agent, which holds the work until the spoke app is gone.
 		const agentFinalizer = "cluster.open-cluster-management.io/manifest-work-cleanup"
 		work.Finalizers = append(work.Finalizers, agentFinalizer)
@@ -366,10 +352,7 @@ func TestEnvtestDeletion(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
 		// Pulled, then turned into a push application: its work is kept, and goes with it.
-		app := f.Application("push", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		f.WaitForWork("push", cluster)
+		f.propagate("push", cluster, argoapp.ResourcesFinalizer)
 		f.UpdateApp("push", func(app *unstructured.Unstructured) {
 			annotations := app.GetAnnotations()
 			delete(annotations, argoapp.AnnotationSkipReconcile)

@@ -152,11 +152,24 @@ func startEast(t *testing.T, adjust func(*Options)) (*fixture, string) {
 	return f, f.readyCluster("east")
 }
 
-// propagate creates the test's Application name that targets cluster, and returns its
-// work once the controller has applied it.
-func (f *fixture) propagate(name, cluster string) *workv1.ManifestWork {
+// startUnboundEast starts a parallel test of the tenant gate: its fixture (newFixture,
+// with adjust) and the cluster east, opted in but bound to no namespace.
+func startUnboundEast(t *testing.T, adjust func(*Options)) (*fixture, string) {
+	t.Helper()
+	t.Parallel()
+	f := newFixture(t, adjust)
+	return f, f.createCluster("east", true)
+}
+
+// propagate creates the test's Application name that targets cluster, with finalizers,
+// and returns its work once the controller has applied it.
+func (f *fixture) propagate(name, cluster string, finalizers ...string) *workv1.ManifestWork {
 	f.T.Helper()
-	f.Create(f.Application(name, cluster))
+	app := f.Application(name, cluster)
+	if len(finalizers) > 0 {
+		app.SetFinalizers(finalizers)
+	}
+	f.Create(app)
 	return f.WaitForWork(name, cluster)
 }
 
