@@ -233,12 +233,7 @@ func applyAgentRBAC(ctx context.Context, t *testing.T, env *testenv.Env, v agent
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := kubernetes.NewForConfigOrDie(env.Config)
-	for _, ns := range slices.Concat([]string{DefaultInstallNamespace}, namespaces, v.WatchNamespaces) {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createNamespaces(ctx, t, env, slices.Concat([]string{DefaultInstallNamespace}, namespaces, v.WatchNamespaces)...)
 	for _, o := range objs {
 		switch obj := o.(type) {
 		case *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
@@ -247,7 +242,7 @@ func applyAgentRBAC(ctx context.Context, t *testing.T, env *testenv.Env, v agent
 			}
 		}
 	}
-	return admin
+	return kubernetes.NewForConfigOrDie(env.Config)
 }
 
 // untilBound runs do until it succeeds, for 10 s at the most, as RBAC bindings take
