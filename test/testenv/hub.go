@@ -182,6 +182,18 @@ func (h *Hub) DisableAddon(cluster, addonName string) {
 		To(gomega.Succeed())
 }
 
+// CreateFedWork creates the work of app in cluster, as the propagation controller of the
+// addon addonName writes it (PropagatedWork), and plays the work agent: the work's
+// feedback holds values, those of the spoke Application argocd/<app's name>.
+func (h *Hub) CreateFedWork(app *unstructured.Unstructured, cluster, addonName string, values map[string]string) *workv1.ManifestWork {
+	h.T.Helper()
+	work := PropagatedWork(app, cluster, addonName)
+	h.Create(work)
+	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{ApplicationFeedback("argocd", app.GetName(), values)}
+	h.G.Expect(h.C.Status().Update(h.Ctx, work)).To(gomega.Succeed())
+	return work
+}
+
 // Application returns a pulled Application of the test's namespace that targets cluster,
 // the way the documented ApplicationSet template writes it.
 func (h *Hub) Application(name, cluster string) *unstructured.Unstructured {

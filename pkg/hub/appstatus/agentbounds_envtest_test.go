@@ -45,10 +45,11 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(c.Update(ctx, app)).To(gomega.Succeed())
 
-	work := createFedWork(ctx, g, c, app, cluster, opts.AddonName, map[string]string{
+	hub := testenv.NewHub(t, env, appNamespace)
+	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: "rev1",
 	})
-	addon := createAddon(ctx, g, c, opts.AddonName, cluster)
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 
 	// Every version of the hub app from here on.
 	w := watchApps(ctx, g, env, appNamespace)

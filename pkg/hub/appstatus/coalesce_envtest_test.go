@@ -56,7 +56,7 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 	app := testenv.PulledApplication(namespace, "web", cluster)
 	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())
 	f.key = client.ObjectKeyFromObject(app)
-	addon := createAddon(ctx, g, f.c, opts.AddonName, cluster)
+	addon := testenv.NewHub(t, env, namespace).EnableAddon(cluster, opts.AddonName)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
 	f.slice = clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{f.entry("none")}})

@@ -54,24 +54,6 @@ func mirrorOptions() Options {
 	return Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
 }
 
-// createAddon creates the ManagedClusterAddOn name of cluster: the agent's report, and
-// the owner of its slices.
-func createAddon(ctx context.Context, g gomega.Gomega, c client.Client, name, cluster string) *addonv1beta1.ManagedClusterAddOn {
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
-	return addon
-}
-
-// createFedWork creates the work of app in cluster, as the propagation controller of the
-// addon addonName writes it, and plays the work agent: its feedback holds values.
-func createFedWork(ctx context.Context, g gomega.Gomega, c client.Client, app *unstructured.Unstructured, cluster, addonName string, values map[string]string) *workv1.ManifestWork {
-	work := testenv.PropagatedWork(app, cluster, addonName)
-	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", app.GetName(), values)}
-	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
-	return work
-}
-
 // getApp reads the hub Application key.
 func getApp(ctx context.Context, g gomega.Gomega, c client.Client, key types.NamespacedName) *unstructured.Unstructured {
 	app := &unstructured.Unstructured{}
@@ -107,7 +89,7 @@ func TestStatusMirror(t *testing.T) {
 		return Setup(mgr, c, decoder, opts)
 	})
 
-	addon := createAddon(ctx, g, c, opts.AddonName, "cluster1")
+	addon := testenv.NewHub(t, env, "apps").EnableAddon("cluster1", opts.AddonName)
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
 		app := testenv.PulledApplication("apps", name, "cluster1")

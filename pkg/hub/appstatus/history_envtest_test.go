@@ -33,10 +33,11 @@ func TestStatusMirrorWritesHistory(t *testing.T) {
 
 	app := testenv.PulledApplication(appNamespace, "web", cluster)
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-	work := createFedWork(ctx, g, c, app, cluster, opts.AddonName, map[string]string{
+	hub := testenv.NewHub(t, env, appNamespace)
+	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Healthy", argoapp.FeedbackSyncStatus: "Synced", argoapp.FeedbackSyncRevision: "bbb",
 	})
-	addon := createAddon(ctx, g, c, opts.AddonName, cluster)
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 
 	source := argoapp.HistorySource{RepoURL: "https://git.example.com/apps.git", Path: "guestbook", TargetRevision: "main",
 		Details: `{"helm":{"valueFiles":["values-prod.yaml"],"parameters":[{"name":"replicas","value":"2"}]}}`}
