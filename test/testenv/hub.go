@@ -452,14 +452,38 @@ func SetApplied(work *workv1.ManifestWork, appliedAt time.Time) {
 // generation.
 func (h *Hub) MarkApplied(key types.NamespacedName) {
 	h.T.Helper()
+	h.UpdateWorkStatus(key, func(work *workv1.ManifestWork) { SetApplied(work, time.Time{}) })
+}
+
+// UpdateWorkStatus plays the work agent: it reads the work key, changes it with change
+// and writes its status back, retrying on conflict. It returns the work written.
+func (h *Hub) UpdateWorkStatus(key types.NamespacedName, change func(work *workv1.ManifestWork)) *workv1.ManifestWork {
+	h.T.Helper()
+	return updateStatus(h, key, func() *workv1.ManifestWork { return &workv1.ManifestWork{} }, change)
+}
+
+// UpdateAddonStatus plays the addon's agent and the addon framework: it reads the
+// ManagedClusterAddOn key, changes it with change and writes its status back, retrying
+// on conflict. It returns the ManagedClusterAddOn written.
+func (h *Hub) UpdateAddonStatus(key types.NamespacedName, change func(addon *addonv1beta1.ManagedClusterAddOn)) *addonv1beta1.ManagedClusterAddOn {
+	h.T.Helper()
+	return updateStatus(h, key, func() *addonv1beta1.ManagedClusterAddOn { return &addonv1beta1.ManagedClusterAddOn{} }, change)
+}
+
+// updateStatus reads the object key into a new object, changes it and writes its status
+// back, until that succeeds; it returns the object written.
+func updateStatus[T client.Object](h *Hub, key types.NamespacedName, newObject func() T, change func(T)) T {
+	h.T.Helper()
+	var obj T
 	h.G.Eventually(func() error {
-		work := &workv1.ManifestWork{}
-		if err := h.C.Get(h.Ctx, key, work); err != nil {
+		obj = newObject()
+		if err := h.C.Get(h.Ctx, key, obj); err != nil {
 			return err
 		}
-		SetApplied(work, time.Time{})
-		return h.C.Status().Update(h.Ctx, work)
+		change(obj)
+		return h.C.Status().Update(h.Ctx, obj)
 	}).Should(gomega.Succeed())
+	return obj
 }
 
 // Feedback is what the work agent reports of the Application a work applied.
@@ -476,15 +500,10 @@ type Feedback struct {
 // feedback.
 func (h *Hub) SetFeedback(key types.NamespacedName, feedback Feedback) {
 	h.T.Helper()
-	h.G.Eventually(func() error {
-		work := &workv1.ManifestWork{}
-		if err := h.C.Get(h.Ctx, key, work); err != nil {
-			return err
-		}
+	h.UpdateWorkStatus(key, func(work *workv1.ManifestWork) {
 		SetApplied(work, feedback.AppliedAt)
 		work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{ApplicationFeedback(feedback.Namespace, feedback.Name, feedback.Values)}
-		return h.C.Status().Update(h.Ctx, work)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // ApplicationFeedback is the work agent's status of the Application namespace/name that

@@ -29,6 +29,7 @@ type coalesceFixture struct {
 	ctx    context.Context
 	g      *gomega.WithT
 	c      client.Client
+	hub    *testenv.Hub
 	key    types.NamespacedName
 	work   *workv1.ManifestWork
 	slice  *statusv1alpha1.ApplicationStatusSlice
@@ -56,7 +57,8 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 	app := testenv.PulledApplication(namespace, "web", cluster)
 	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())
 	f.key = client.ObjectKeyFromObject(app)
-	addon := testenv.NewHub(t, env, namespace).EnableAddon(cluster, opts.AddonName)
+	f.hub = testenv.NewHub(t, env, namespace)
+	addon := f.hub.EnableAddon(cluster, opts.AddonName)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
 	f.slice = clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{f.entry("none")}})
@@ -95,16 +97,11 @@ func (f *coalesceFixture) entry(change string) statusv1alpha1.AppStatus {
 
 // feedBack plays the work agent: the work's feedback says revision change.
 func (f *coalesceFixture) feedBack(change string) {
-	f.g.Eventually(func() error {
-		cur := &workv1.ManifestWork{}
-		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.work), cur); err != nil {
-			return err
-		}
+	f.hub.UpdateWorkStatus(client.ObjectKeyFromObject(f.work), func(cur *workv1.ManifestWork) {
 		cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", f.key.Name, map[string]string{
 			argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: change,
 		})}
-		return f.c.Status().Update(f.ctx, cur)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // publish plays the spoke agent: its slice's entry says change.

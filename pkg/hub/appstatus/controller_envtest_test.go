@@ -89,7 +89,8 @@ func TestStatusMirror(t *testing.T) {
 		return Setup(mgr, c, decoder, opts)
 	})
 
-	addon := testenv.NewHub(t, env, "apps").EnableAddon("cluster1", opts.AddonName)
+	hub := testenv.NewHub(t, env, "apps")
+	addon := hub.EnableAddon("cluster1", opts.AddonName)
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
 		app := testenv.PulledApplication("apps", name, "cluster1")
@@ -112,17 +113,12 @@ func TestStatusMirror(t *testing.T) {
 		return w
 	}
 	setFeedback := func(w *workv1.ManifestWork, health, sync string) {
-		g.Eventually(func() error {
-			cur := &workv1.ManifestWork{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
-				return err
-			}
+		hub.UpdateWorkStatus(client.ObjectKeyFromObject(w), func(cur *workv1.ManifestWork) {
 			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("apps", "x", map[string]string{
 				argoapp.FeedbackHealthStatus: health, argoapp.FeedbackSyncStatus: sync, argoapp.FeedbackSyncRevision: "rev1",
 				argoapp.FeedbackOperationStatePhase: "Succeeded", argoapp.FeedbackOperationStateStartedAt: "2026-01-01T00:00:00Z",
 			})}
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	var reportMu sync.Mutex
 	// setScopedReport plays an agent that publishes its scope; nil plays an older one.
@@ -137,14 +133,7 @@ func TestStatusMirror(t *testing.T) {
 		}
 		conds = append(conds, metav1.Condition{Type: "Available", Status: available, Reason: "Lease",
 			LastTransitionTime: metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))})
-		g.Eventually(func() error {
-			cur := &addonv1beta1.ManagedClusterAddOn{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(addon), cur); err != nil {
-				return err
-			}
-			cur.Status.Conditions = conds
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		hub.UpdateAddonStatus(client.ObjectKeyFromObject(addon), func(cur *addonv1beta1.ManagedClusterAddOn) { cur.Status.Conditions = conds })
 	}
 	setReport := func(apps []clusterreport.App, available metav1.ConditionStatus) {
 		setScopedReport(apps, nil, available)
@@ -323,11 +312,7 @@ func TestStatusMirror(t *testing.T) {
 	// setApplied plays the work agent: the work applied its Application to namespace at
 	// appliedAt, and feeds back its sync and health.
 	setApplied := func(w *workv1.ManifestWork, name, namespace string, appliedAt time.Time) {
-		g.Eventually(func() error {
-			cur := &workv1.ManifestWork{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
-				return err
-			}
+		hub.UpdateWorkStatus(client.ObjectKeyFromObject(w), func(cur *workv1.ManifestWork) {
 			val := func(name, v string) workv1.FeedbackValue {
 				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
 			}
@@ -340,8 +325,7 @@ func TestStatusMirror(t *testing.T) {
 			}}
 			cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
 				LastTransitionTime: metav1.NewTime(appliedAt.Truncate(time.Second))}}
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	notReported := func(g gomega.Gomega, name string) (string, bool) {
 		conds, _, _ := unstructured.NestedSlice(get(name).Object, "status", "conditions")
