@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
@@ -459,7 +460,7 @@ func (h *Hub) MarkApplied(key types.NamespacedName) {
 // and writes its status back, retrying on conflict. It returns the work written.
 func (h *Hub) UpdateWorkStatus(key types.NamespacedName, change func(work *workv1.ManifestWork)) *workv1.ManifestWork {
 	h.T.Helper()
-	return updateStatus(h, key, func() *workv1.ManifestWork { return &workv1.ManifestWork{} }, change)
+	return update(h, key, func() *workv1.ManifestWork { return &workv1.ManifestWork{} }, change, h.writeStatus)
 }
 
 // UpdateAddonStatus plays the addon's agent and the addon framework: it reads the
@@ -467,12 +468,26 @@ func (h *Hub) UpdateWorkStatus(key types.NamespacedName, change func(work *workv
 // on conflict. It returns the ManagedClusterAddOn written.
 func (h *Hub) UpdateAddonStatus(key types.NamespacedName, change func(addon *addonv1beta1.ManagedClusterAddOn)) *addonv1beta1.ManagedClusterAddOn {
 	h.T.Helper()
-	return updateStatus(h, key, func() *addonv1beta1.ManagedClusterAddOn { return &addonv1beta1.ManagedClusterAddOn{} }, change)
+	return update(h, key, func() *addonv1beta1.ManagedClusterAddOn { return &addonv1beta1.ManagedClusterAddOn{} }, change, h.writeStatus)
 }
 
-// updateStatus reads the object key into a new object, changes it and writes its status
-// back, until that succeeds; it returns the object written.
-func updateStatus[T client.Object](h *Hub, key types.NamespacedName, newObject func() T, change func(T)) T {
+// UpdateSlice plays the spoke agent: it reads the ApplicationStatusSlice key, changes it
+// with change and writes it back, retrying on conflict.
+func (h *Hub) UpdateSlice(key types.NamespacedName, change func(slice *statusv1alpha1.ApplicationStatusSlice)) {
+	h.T.Helper()
+	update(h, key, func() *statusv1alpha1.ApplicationStatusSlice { return &statusv1alpha1.ApplicationStatusSlice{} }, change, h.write)
+}
+
+// UpdateCluster reads the ManagedCluster name, changes it with change and writes it back,
+// retrying on conflict.
+func (h *Hub) UpdateCluster(name string, change func(cluster *clusterv1.ManagedCluster)) {
+	h.T.Helper()
+	update(h, types.NamespacedName{Name: name}, func() *clusterv1.ManagedCluster { return &clusterv1.ManagedCluster{} }, change, h.write)
+}
+
+// update reads the object key into a new object, changes it and writes it with write
+// (the object or its status), until that succeeds; it returns the object written.
+func update[T client.Object](h *Hub, key types.NamespacedName, newObject func() T, change func(T), write func(client.Object) error) T {
 	h.T.Helper()
 	var obj T
 	h.G.Eventually(func() error {
@@ -481,10 +496,14 @@ func updateStatus[T client.Object](h *Hub, key types.NamespacedName, newObject f
 			return err
 		}
 		change(obj)
-		return h.C.Status().Update(h.Ctx, obj)
+		return write(obj)
 	}).Should(gomega.Succeed())
 	return obj
 }
+
+func (h *Hub) write(obj client.Object) error { return h.C.Update(h.Ctx, obj) }
+
+func (h *Hub) writeStatus(obj client.Object) error { return h.C.Status().Update(h.Ctx, obj) }
 
 // Feedback is what the work agent reports of the Application a work applied.
 type Feedback struct {

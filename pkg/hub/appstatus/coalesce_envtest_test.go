@@ -106,14 +106,9 @@ func (f *coalesceFixture) feedBack(change string) {
 
 // publish plays the spoke agent: its slice's entry says change.
 func (f *coalesceFixture) publish(change string) {
-	f.g.Eventually(func() error {
-		cur := &statusv1alpha1.ApplicationStatusSlice{}
-		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.slice), cur); err != nil {
-			return err
-		}
+	f.hub.UpdateSlice(client.ObjectKeyFromObject(f.slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
 		cur.Apps = []statusv1alpha1.AppStatus{f.entry(change)}
-		return f.c.Update(f.ctx, cur)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // mirrorWrites counts the status mirror's writes of the hub app.

@@ -56,14 +56,9 @@ func TestStatusMirrorWritesHistory(t *testing.T) {
 	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry(history, "bbb")}})
 	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
 	setEntry := func(e statusv1alpha1.AppStatus) {
-		g.Eventually(func() error {
-			cur := &statusv1alpha1.ApplicationStatusSlice{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(slice), cur); err != nil {
-				return err
-			}
+		hub.UpdateSlice(client.ObjectKeyFromObject(slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
 			cur.Apps = []statusv1alpha1.AppStatus{e}
-			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	historyOf := func(g gomega.Gomega) []any {
 		h, _, _ := unstructured.NestedSlice(getApp(ctx, g, c, client.ObjectKeyFromObject(app)).Object, "status", "history")

@@ -71,18 +71,6 @@ func (f *fixture) setAddon(cluster string, enabled bool) {
 	}
 }
 
-func (f *fixture) updateCluster(name string, change func(*clusterv1.ManagedCluster)) {
-	f.T.Helper()
-	f.G.Eventually(func() error {
-		cluster := &clusterv1.ManagedCluster{}
-		if err := f.C.Get(f.Ctx, types.NamespacedName{Name: name}, cluster); err != nil {
-			return err
-		}
-		change(cluster)
-		return f.C.Update(f.Ctx, cluster)
-	}).Should(gomega.Succeed())
-}
-
 // secret returns the cluster's Secret, or nil.
 func (f *fixture) secret(cluster string) *corev1.Secret {
 	f.T.Helper()
@@ -136,7 +124,7 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	g.Expect(f.secret(cluster).Annotations).To(gomega.HaveKeyWithValue("note", "by hand"))
 
 	// The cluster's labels and API URL follow.
-	f.updateCluster(cluster, func(mc *clusterv1.ManagedCluster) {
+	f.UpdateCluster(cluster, func(mc *clusterv1.ManagedCluster) {
 		mc.Labels = map[string]string{"region": "us", "env": "prod"}
 		mc.Spec.ManagedClusterClientConfigs = []clusterv1.ClientConfig{{URL: "https://east.example.com:6443"}}
 	})

@@ -62,14 +62,9 @@ func TestEnvtestLocalClusterIsRefused(t *testing.T) {
 	f.enableAddon(byName)
 	f.bind(f.Namespace, byName)
 	byLabel := f.readyCluster("local")
-	g.Eventually(func() error {
-		cluster := &clusterv1.ManagedCluster{}
-		if err := f.C.Get(f.Ctx, types.NamespacedName{Name: byLabel}, cluster); err != nil {
-			return err
-		}
+	f.UpdateCluster(byLabel, func(cluster *clusterv1.ManagedCluster) {
 		cluster.Labels = map[string]string{LabelLocalCluster: "true"}
-		return f.C.Update(f.Ctx, cluster)
-	}).Should(gomega.Succeed())
+	})
 
 	f.Create(f.Application("by-name", byName))
 	f.Create(f.Application("by-label", byLabel))
