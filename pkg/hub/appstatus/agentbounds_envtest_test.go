@@ -28,24 +28,19 @@ import (
 // grace period counts), and no other of that type; the agent's messages arrive
 // shortened to clusterreport.MaxMessageBytes.
 func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
-	env := shared.Get(t)
 	const appNamespace, cluster = "apps-guarded", "cluster-hostile"
-	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
-	c := env.Client
 	opts := mirrorOptions()
-	startMirrorWithSlices(t, env, opts, &testenv.WriteLog{})
+	env, hub, app := startSliceMirror(t, appNamespace, cluster, opts, &testenv.WriteLog{})
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 
-	// The hub app, with the propagation controller's condition of an opt-out that began
+	// The hub app gets the propagation controller's condition of an opt-out that began
 	// an hour ago: its grace period counts from then.
-	app := testenv.PulledApplication(appNamespace, "web", cluster)
-	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 	optOut := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	const managers = "ClusterNotBoundToNamespace: the cluster is not bound; its ManifestWorks are kept until later"
 	_, err := argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, managers, optOut)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(c.Update(ctx, app)).To(gomega.Succeed())
 
-	hub := testenv.NewHub(t, env, appNamespace)
 	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: "rev1",
 	})

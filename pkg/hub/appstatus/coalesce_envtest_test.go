@@ -47,18 +47,13 @@ type appVersion struct {
 }
 
 func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Duration) *coalesceFixture {
-	env := shared.Get(t)
-	ctx, g := testenv.Begin(t, env, namespace, cluster)
-	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: env.Client, writes: &testenv.WriteLog{}}
 	opts := mirrorOptions()
 	opts.CoalesceWindow = window
-	startMirrorWithSlices(t, env, opts, f.writes)
-
-	app := testenv.PulledApplication(namespace, "web", cluster)
-	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())
-	f.key = client.ObjectKeyFromObject(app)
-	f.hub = testenv.NewHub(t, env, namespace)
-	addon := f.hub.EnableAddon(cluster, opts.AddonName)
+	writes := &testenv.WriteLog{}
+	env, hub, app := startSliceMirror(t, namespace, cluster, opts, writes)
+	ctx, g := hub.Ctx, hub.G
+	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: hub.C, hub: hub, writes: writes, key: client.ObjectKeyFromObject(app)}
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
 	f.slice = clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{f.entry("none")}})

@@ -48,6 +48,22 @@ func startMirrorWithSlices(t *testing.T, env *testenv.Env, opts Options, writes 
 		})
 }
 
+// startSliceMirror starts a test of the status mirror with opts and the slices reader
+// (startMirrorWithSlices; writes counts its writes) for the hub app web of appNamespace,
+// which targets cluster: it creates their namespaces and the app. It returns the shared
+// apiserver, the test's view of the hub (its apps in appNamespace) and the app.
+func startSliceMirror(t *testing.T, appNamespace, cluster string, opts Options, writes *testenv.WriteLog) (*testenv.Env, *testenv.Hub, *unstructured.Unstructured) {
+	t.Helper()
+	env := shared.Get(t)
+	hub := testenv.NewHub(t, env, appNamespace)
+	hub.CreateNamespace(appNamespace)
+	hub.CreateNamespace(cluster)
+	startMirrorWithSlices(t, env, opts, writes)
+	app := hub.Application("web", cluster)
+	hub.Create(app)
+	return env, hub, app
+}
+
 // mirrorOptions returns the options of the status mirror in the tests with the slices
 // reader: the default addon, and a short Progressing hold.
 func mirrorOptions() Options {

@@ -23,17 +23,11 @@ import (
 // history that Argo CD's schema refuses (a helm field of another type) does not stop the
 // rest of the status: it is written without the history, and an Event says why.
 func TestStatusMirrorWritesHistory(t *testing.T) {
-	env := shared.Get(t)
 	const appNamespace, cluster = "apps-history", "cluster-history"
-	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
-	c := env.Client
 	writes := &testenv.WriteLog{}
 	opts := mirrorOptions()
-	startMirrorWithSlices(t, env, opts, writes)
-
-	app := testenv.PulledApplication(appNamespace, "web", cluster)
-	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-	hub := testenv.NewHub(t, env, appNamespace)
+	_, hub, app := startSliceMirror(t, appNamespace, cluster, opts, writes)
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Healthy", argoapp.FeedbackSyncStatus: "Synced", argoapp.FeedbackSyncRevision: "bbb",
 	})
