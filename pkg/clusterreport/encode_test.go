@@ -347,14 +347,7 @@ func TestEncodeOversizedApp(t *testing.T) {
 }
 
 func TestEncodeBudgetDegradesHealthyFirst(t *testing.T) {
-	var apps []App
-	for i := range 60 {
-		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%02d", i), 100))
-	}
-	for i := range 3 {
-		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%d", i), 100))
-	}
-	enc := encodeValid(t, Report{Apps: apps})
+	enc := encodeValid(t, Report{Apps: fleetApps(3, 60, 100)})
 	t.Logf("63 apps of 100 resources: %d bytes, cut %+v", enc.Bytes, enc.Cut)
 	report := decodeAll(t, enc)
 	if len(report.Apps) != 63 {
@@ -386,14 +379,7 @@ func TestEncodeBudgetDegradesHealthyFirst(t *testing.T) {
 
 func TestEncodeBudgetKeepsErrors(t *testing.T) {
 	// So many failing apps that their resources and warnings must go: errors stay.
-	var apps []App
-	for i := range 250 {
-		apps = append(apps, failingApp("fleet", fmt.Sprintf("failing-%03d", i), 30))
-	}
-	for i := range 50 {
-		apps = append(apps, healthyApp("fleet", fmt.Sprintf("healthy-%03d", i), 30))
-	}
-	enc := encodeValid(t, Report{Apps: apps})
+	enc := encodeValid(t, Report{Apps: fleetApps(250, 50, 30)})
 	t.Logf("250 failing and 50 healthy apps: %d bytes, cut %+v", enc.Bytes, enc.Cut)
 	report := decodeAll(t, enc)
 	if len(report.Apps) != 300 || enc.Cut.Apps != 0 {

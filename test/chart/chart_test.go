@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -459,52 +457,11 @@ func TestHubArgoCDCacheValuesAreTheManagersRedisOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			deploy := convert[appsv1.Deployment](t, one(t, render(t, tc.set...), "Deployment", namespace+"/"+managerName))
-			pod := deploy.Spec.Template.Spec
-			got, redisArgs, err := testenv.RedisOptionsFromArgs(pod.Containers[0].Args, defaults)
-			if err != nil {
-				t.Fatalf("the manager's Redis flags %v: %v", redisArgs, err)
-			}
 			want := defaults
 			tc.want(&want)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("the manager's Redis options from %v:\n  %+v\nwant\n  %+v", redisArgs, got, want)
-			}
-			if err := got.Validate(); err != nil {
-				t.Errorf("the chart renders invalid Redis options: %v", err)
-			}
-			var volumes []string
-			for _, file := range []string{got.TLS.CAFile, got.TLS.ClientCertFile, got.TLS.ClientKeyFile} {
-				if file != "" {
-					volumes = append(volumes, volumeOf(t, pod, file))
-				}
-			}
-			if !slices.Equal(volumes, tc.volumes) {
-				t.Errorf("the Redis files are in the volumes %v, want %v", volumes, tc.volumes)
-			}
+			testenv.ExpectRedisOptions(t, "manager", deploy.Spec.Template.Spec, defaults, want, tc.volumes)
 		})
 	}
-}
-
-// volumeOf returns the source of the volume that holds file in pod's container:
-// "configMap <name>" or "secret <name>".
-func volumeOf(t *testing.T, pod corev1.PodSpec, file string) string {
-	t.Helper()
-	for _, m := range pod.Containers[0].VolumeMounts {
-		if filepath.Dir(file) != m.MountPath {
-			continue
-		}
-		for _, v := range pod.Volumes {
-			switch {
-			case v.Name != m.Name:
-			case v.ConfigMap != nil:
-				return "configMap " + v.ConfigMap.Name
-			case v.Secret != nil:
-				return "secret " + v.Secret.SecretName
-			}
-		}
-	}
-	t.Errorf("no volume holds %s", file)
-	return ""
 }
 
 // appVersion reads the chart's appVersion.

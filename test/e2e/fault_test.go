@@ -105,10 +105,8 @@ var _ = Describe("A restart of the hub apiserver", Ordered, func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ClusterManagementAddOn deleted in etcd is gone: %v", err)
 
 		By("a pulled Application created after the restart gets its ManifestWork, syncs on the cluster, and its status reaches the hub")
-		app := fleet.GuestbookApplication(appName, theFleet.Git.URL())
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
-		Expect(unstructured.SetNestedField(app.Object, appNS, "spec", "destination", "namespace")).To(Succeed())
+		app := pulledApp(fleet.ArgoCDNamespace, appName, target.Name, appNS, true)
+		app.SetFinalizers(nil)
 		hubApps := hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace)
 		_, err = hubApps.Create(ctx, app, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -192,10 +192,8 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: argocd-a
 subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace: argocd}]
 `))).To(Succeed())
 
-		app := fleet.GuestbookApplication(forbidden, theFleet.Git.URL())
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
-		Expect(unstructured.SetNestedField(app.Object, forbidden, "spec", "destination", "namespace")).To(Succeed())
+		app := pulledApp(fleet.ArgoCDNamespace, forbidden, target.Name, forbidden, true)
+		app.SetFinalizers(nil)
 		// Fail fast: Argo CD records SyncError once the automated sync gave up retrying.
 		Expect(unstructured.SetNestedMap(app.Object, map[string]any{"limit": int64(1),
 			"backoff": map[string]any{"duration": "1s", "factor": int64(1), "maxDuration": "1s"}}, "spec", "syncPolicy", "retry")).To(Succeed())

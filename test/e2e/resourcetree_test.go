@@ -12,11 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
@@ -32,28 +29,17 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 		placement = "resourcetree-placement"
 	)
 	var (
-		hubDyn dynamic.Interface
 		target *fleet.ManagedCluster
 		argocd *fleet.ArgoCDClient
 	)
 	BeforeAll(func(ctx SpecContext) {
-		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
 		Expect(theFleet.ArgoCDServer).NotTo(BeEmpty(), "the fleet runs argocd-server on the hub")
 		target = theFleet.Clusters[0]
 
 		enableAddonForSpec(ctx, target)
 
 		// The tenant gate: a Placement in the app's namespace selects the cluster.
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(placement))).To(Succeed())
-		placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
-		DeferCleanup(func(ctx SpecContext) {
-			err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, placement, metav1.DeleteOptions{})
-			Expect(ignoreNotFound(err)).To(Succeed())
-		})
+		applyAddonPlacementForSpec(ctx, placement, target)
 
 		By("logging in to the hub's argocd-server as the UI does: POST /api/v1/session as admin, with the password of argocd-initial-admin-secret")
 		password, err := theFleet.ArgoCDAdminPassword(ctx)
@@ -65,18 +51,9 @@ var _ = Describe("The hub's argocd-server shows a pulled app's resource tree", O
 	It("shows the spoke's Deployment, ReplicaSet and Pods with their health, and a Pod scaled up on the spoke", func(ctx SpecContext) {
 		// The guestbook, pulled to the target cluster. Auto-sync without self-heal, so
 		// that a scale on the spoke stays (and the Deployment goes OutOfSync).
-		a := fleet.GuestbookApplication(app, theFleet.Git.URL())
-		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		a.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
-		a.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		Expect(unstructured.SetNestedField(a.Object, namespace, "spec", "destination", "namespace")).To(Succeed())
+		a := pulledApp(fleet.ArgoCDNamespace, app, target.Name, namespace, true)
 		Expect(unstructured.SetNestedField(a.Object, false, "spec", "syncPolicy", "automated", "selfHeal")).To(Succeed())
-		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, a, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), app)).Should(BeTrue(), "hub Application gone once the cluster is clean")
-		})
+		newHubClients().createApp(ctx, a)
 
 		By("GET /api/v1/applications/" + app + "/resource-tree shows the Deployment, its ReplicaSet and its Pod, Healthy")
 		eventually(ctx, func(ctx context.Context) ([]string, error) {

@@ -38,7 +38,6 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/addon"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
@@ -94,20 +93,7 @@ var _ = Describe("A hub user on a pulled app's tree", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		By("the guestbook pulled to " + target.Name + " with the documented template's destination, the hub's in-cluster")
-		a := fleet.GuestbookApplication(app, theFleet.Git.URL())
-		a.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		a.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
-		a.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		Expect(unstructured.SetNestedField(a.Object, namespace, "spec", "destination", "namespace")).To(Succeed())
-		_, err = hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, a, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, app, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, func(ctx context.Context) bool {
-				_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, app, metav1.GetOptions{})
-				return apierrors.IsNotFound(err)
-			}).Should(BeTrue(), "hub Application gone once the cluster is clean")
-		})
+		newHubClients().createApp(ctx, pulledApp(fleet.ArgoCDNamespace, app, target.Name, namespace, true))
 
 		password, err := theFleet.ArgoCDAdminPassword(ctx)
 		Expect(err).NotTo(HaveOccurred())

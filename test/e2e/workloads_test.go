@@ -19,7 +19,6 @@ import (
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 )
 
@@ -146,18 +145,9 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 	})
 
 	It("shows Degraded on the hub for an app whose Pods never become Ready", func(ctx SpecContext) {
-		app := fleet.GuestbookApplication(failing, theFleet.Git.URL())
-		app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "true"})
-		app.SetAnnotations(map[string]string{argoapp.AnnotationOCMManagedCluster: target.Name, argoapp.AnnotationSkipReconcile: "true"})
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
+		app := pulledApp(fleet.ArgoCDNamespace, failing, target.Name, failingNS, true)
 		Expect(unstructured.SetNestedField(app.Object, "workloads/failing", "spec", "source", "path")).To(Succeed())
-		Expect(unstructured.SetNestedField(app.Object, failingNS, "spec", "destination", "namespace")).To(Succeed())
-		_, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Create(ctx, app, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, failing, metav1.DeleteOptions{})).To(Succeed())
-			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), failing)).Should(BeTrue(), "hub Application gone once the cluster is clean")
-		})
+		newHubClients().createApp(ctx, app)
 
 		By("on the spoke, the Pod runs but is not Ready, the Deployment misses its progress deadline, and Argo CD calls the app Degraded")
 		eventually(ctx, func(ctx context.Context) (string, error) {

@@ -97,15 +97,13 @@ func Start(t testing.TB, opts Options) *Server {
 func (s *Server) waitInSync(t testing.TB) {
 	t.Helper()
 	admin := s.Admin(t, 0)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		info, err := admin.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return
+	waitFor(t, "the replica on "+s.Addr+" is not in sync with its master", func(ctx context.Context) error {
+		info, err := admin.Info(ctx, "replication").Result()
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			return fmt.Errorf("its link is not up:\n%s", info)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica on %s is not in sync with its master: %v\n%s", s.Addr, err, info)
-		}
-	}
+		return err
+	})
 }
 
 // Stop kills the server (SIGKILL, as an OOM kill or a Pod deleted): its port refuses
@@ -186,15 +184,9 @@ func (s *Server) ACLLog(t testing.TB) []any {
 func (s *Server) waitReady(t testing.TB) {
 	t.Helper()
 	admin := s.Admin(t, 0)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		err := admin.Ping(context.Background()).Err()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s does not answer: %v", s.Addr, err)
-		}
-	}
+	waitFor(t, "redis-server on "+s.Addr+" does not answer", func(ctx context.Context) error {
+		return admin.Ping(ctx).Err()
+	})
 }
 
 // StartSentinel runs a redis-server in Sentinel mode, without a password of its own, that
@@ -223,13 +215,27 @@ func StartSentinel(t testing.TB, master *Server, masterName string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	sentinel := redis.NewSentinelClient(&redis.Options{Addr: addr, DisableIdentity: true, Protocol: 2})
 	defer sentinel.Close()
+	waitFor(t, "the Sentinel on "+addr+" does not name the master "+master.Addr, func(ctx context.Context) error {
+		got, err := sentinel.GetMasterAddrByName(ctx, masterName).Result()
+		if err == nil && net.JoinHostPort(got[0], got[1]) != master.Addr {
+			return fmt.Errorf("it names %v", got)
+		}
+		return err
+	})
+	return addr
+}
+
+// waitFor runs check every 50 ms until it returns nil, for 10 s at the most; then it
+// fails t with what and check's last error.
+func waitFor(t testing.TB, what string, check func(ctx context.Context) error) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err := sentinel.GetMasterAddrByName(context.Background(), masterName).Result()
-		if err == nil && net.JoinHostPort(got[0], got[1]) == master.Addr {
-			return addr
+		err := check(context.Background())
+		if err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Sentinel on %s does not name the master %s: %v, %v", addr, master.Addr, got, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
 }

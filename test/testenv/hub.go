@@ -23,12 +23,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 )
@@ -150,6 +153,46 @@ func (h *Hub) Create(obj client.Object) {
 func (h *Hub) CreateNamespace(name string) {
 	h.T.Helper()
 	h.G.Expect(CreateNamespace(h.Ctx, h.C, name)).To(gomega.Succeed())
+}
+
+// CreateCluster creates the ManagedCluster name, accepted by the hub, with labels, and
+// its namespace.
+func (h *Hub) CreateCluster(name string, labels map[string]string) {
+	h.T.Helper()
+	h.Create(&clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
+	})
+	h.CreateNamespace(name)
+}
+
+// EnableAddon enables the addon addonName on cluster: it creates its
+// ManagedClusterAddOn, which the agent reports on and which owns the agent's slices.
+func (h *Hub) EnableAddon(cluster, addonName string) *addonv1beta1.ManagedClusterAddOn {
+	h.T.Helper()
+	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
+	h.Create(addon)
+	return addon
+}
+
+// DisableAddon disables the addon addonName on cluster: it deletes its
+// ManagedClusterAddOn.
+func (h *Hub) DisableAddon(cluster, addonName string) {
+	h.T.Helper()
+	h.G.Expect(h.C.Delete(h.Ctx, &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}})).
+		To(gomega.Succeed())
+}
+
+// CreateFedWork creates the work of app in cluster, as the propagation controller of the
+// addon addonName writes it (PropagatedWork), and plays the work agent: the work's
+// feedback holds values, those of the spoke Application argocd/<app's name>.
+func (h *Hub) CreateFedWork(app *unstructured.Unstructured, cluster, addonName string, values map[string]string) *workv1.ManifestWork {
+	h.T.Helper()
+	work := PropagatedWork(app, cluster, addonName)
+	h.Create(work)
+	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{ApplicationFeedback("argocd", app.GetName(), values)}
+	h.G.Expect(h.C.Status().Update(h.Ctx, work)).To(gomega.Succeed())
+	return work
 }
 
 // Application returns a pulled Application of the test's namespace that targets cluster,
@@ -410,15 +453,57 @@ func SetApplied(work *workv1.ManifestWork, appliedAt time.Time) {
 // generation.
 func (h *Hub) MarkApplied(key types.NamespacedName) {
 	h.T.Helper()
+	h.UpdateWorkStatus(key, func(work *workv1.ManifestWork) { SetApplied(work, time.Time{}) })
+}
+
+// UpdateWorkStatus plays the work agent: it reads the work key, changes it with change
+// and writes its status back, retrying on conflict. It returns the work written.
+func (h *Hub) UpdateWorkStatus(key types.NamespacedName, change func(work *workv1.ManifestWork)) *workv1.ManifestWork {
+	h.T.Helper()
+	return update(h, key, func() *workv1.ManifestWork { return &workv1.ManifestWork{} }, change, h.writeStatus)
+}
+
+// UpdateAddonStatus plays the addon's agent and the addon framework: it reads the
+// ManagedClusterAddOn key, changes it with change and writes its status back, retrying
+// on conflict. It returns the ManagedClusterAddOn written.
+func (h *Hub) UpdateAddonStatus(key types.NamespacedName, change func(addon *addonv1beta1.ManagedClusterAddOn)) *addonv1beta1.ManagedClusterAddOn {
+	h.T.Helper()
+	return update(h, key, func() *addonv1beta1.ManagedClusterAddOn { return &addonv1beta1.ManagedClusterAddOn{} }, change, h.writeStatus)
+}
+
+// UpdateSlice plays the spoke agent: it reads the ApplicationStatusSlice key, changes it
+// with change and writes it back, retrying on conflict.
+func (h *Hub) UpdateSlice(key types.NamespacedName, change func(slice *statusv1alpha1.ApplicationStatusSlice)) {
+	h.T.Helper()
+	update(h, key, func() *statusv1alpha1.ApplicationStatusSlice { return &statusv1alpha1.ApplicationStatusSlice{} }, change, h.write)
+}
+
+// UpdateCluster reads the ManagedCluster name, changes it with change and writes it back,
+// retrying on conflict.
+func (h *Hub) UpdateCluster(name string, change func(cluster *clusterv1.ManagedCluster)) {
+	h.T.Helper()
+	update(h, types.NamespacedName{Name: name}, func() *clusterv1.ManagedCluster { return &clusterv1.ManagedCluster{} }, change, h.write)
+}
+
+// update reads the object key into a new object, changes it and writes it with write
+// (the object or its status), until that succeeds; it returns the object written.
+func update[T client.Object](h *Hub, key types.NamespacedName, newObject func() T, change func(T), write func(client.Object) error) T {
+	h.T.Helper()
+	var obj T
 	h.G.Eventually(func() error {
-		work := &workv1.ManifestWork{}
-		if err := h.C.Get(h.Ctx, key, work); err != nil {
+		obj = newObject()
+		if err := h.C.Get(h.Ctx, key, obj); err != nil {
 			return err
 		}
-		SetApplied(work, time.Time{})
-		return h.C.Status().Update(h.Ctx, work)
+		change(obj)
+		return write(obj)
 	}).Should(gomega.Succeed())
+	return obj
 }
+
+func (h *Hub) write(obj client.Object) error { return h.C.Update(h.Ctx, obj) }
+
+func (h *Hub) writeStatus(obj client.Object) error { return h.C.Status().Update(h.Ctx, obj) }
 
 // Feedback is what the work agent reports of the Application a work applied.
 type Feedback struct {
@@ -434,15 +519,10 @@ type Feedback struct {
 // feedback.
 func (h *Hub) SetFeedback(key types.NamespacedName, feedback Feedback) {
 	h.T.Helper()
-	h.G.Eventually(func() error {
-		work := &workv1.ManifestWork{}
-		if err := h.C.Get(h.Ctx, key, work); err != nil {
-			return err
-		}
+	h.UpdateWorkStatus(key, func(work *workv1.ManifestWork) {
 		SetApplied(work, feedback.AppliedAt)
 		work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{ApplicationFeedback(feedback.Namespace, feedback.Name, feedback.Values)}
-		return h.C.Status().Update(h.Ctx, work)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // ApplicationFeedback is the work agent's status of the Application namespace/name that

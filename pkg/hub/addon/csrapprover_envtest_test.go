@@ -39,24 +39,13 @@ func TestAgentCSRApprovalOnARealHub(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	adminAddons := addonclient.NewForConfigOrDie(env.Config)
 
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespaces(ctx, t, env, "cluster1")
 	cluster := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
 	if err := env.Client.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	mca, err := adminAddons.AddonV1beta1().ManagedClusterAddOns("cluster1").Create(ctx,
-		&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: testAddon, Namespace: "cluster1"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adminAddons.AddonV1beta1().ClusterManagementAddOns().Create(ctx, &addonv1beta1.ClusterManagementAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: testAddon},
-		Spec:       addonv1beta1.ClusterManagementAddOnSpec{InstallStrategy: addonv1beta1.InstallStrategy{Type: addonv1beta1.AddonInstallStrategyManual}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mca := createMCA(ctx, t, env, "cluster1", testAddon)
+	createCMA(ctx, t, env, testAddon)
 
 	type requester struct{ user, group string }
 	var (

@@ -4,11 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	addoninformers "open-cluster-management.io/api/client/addon/informers/externalversions"
 
@@ -24,20 +20,10 @@ func TestFrameworkAddonInformersHoldTheAddonsOwn(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
 	addons := addonclient.NewForConfigOrDie(env.Config)
-	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespaces(ctx, t, env, "c1")
 	for _, name := range []string{"argocd-pull", "other"} {
-		if _, err := addons.AddonV1beta1().ManagedClusterAddOns("c1").Create(ctx,
-			&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := addons.AddonV1beta1().ClusterManagementAddOns().Create(ctx,
-			&addonv1beta1.ClusterManagementAddOn{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: addonv1beta1.ClusterManagementAddOnSpec{
-				InstallStrategy: addonv1beta1.InstallStrategy{Type: addonv1beta1.AddonInstallStrategyManual}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createMCA(ctx, t, env, "c1", name)
+		createCMA(ctx, t, env, name)
 	}
 	for _, served := range [][]string{{"argocd-pull"}, {"argocd-pull", "other"}} {
 		// As StartFramework builds them, and as the framework's controllers get them:

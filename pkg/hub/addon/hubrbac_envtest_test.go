@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -83,21 +81,12 @@ func TestGrantingPermissionsInPlaceCostsNoRequest(t *testing.T) {
 
 	clusters := map[string]*addonv1beta1.ManagedClusterAddOn{}
 	for _, c := range []string{"c1", "c2"} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		mca, err := adminAddons.AddonV1beta1().ManagedClusterAddOns(c).Create(ctx,
-			&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: c}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		clusters[c] = mca
+		createNamespaces(ctx, t, env, c)
+		clusters[c] = createMCA(ctx, t, env, c, addonName)
 	}
 	grant := func(c string) {
 		t.Helper()
-		if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c}}, clusters[c]); err != nil {
-			t.Fatal(err)
-		}
+		grantAgent(ctx, t, a, clusters[c])
 	}
 	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelSync()

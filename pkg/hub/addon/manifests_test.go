@@ -1,7 +1,6 @@
 package addon
 
 import (
-	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -297,41 +296,9 @@ func TestAgentRedisConnection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pod := find[*appsv1.Deployment](objs)[0].Spec.Template.Spec
-			got, redisArgs, err := testenv.RedisOptionsFromArgs(pod.Containers[0].Args, defaults)
-			if err != nil {
-				t.Fatalf("the agent's Redis flags %v: %v", redisArgs, err)
-			}
 			want := defaults
 			tc.want(&want)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("the agent's Redis options from %v:\n  %+v\nwant\n  %+v", redisArgs, got, want)
-			}
-			if err := got.Validate(); err != nil {
-				t.Errorf("the agent's Redis options are not valid: %v", err)
-			}
-			var volumes []string
-			for _, file := range []string{got.TLS.CAFile, got.TLS.ClientCertFile, got.TLS.ClientKeyFile} {
-				if file == "" {
-					continue
-				}
-				volume := ""
-				for _, m := range pod.Containers[0].VolumeMounts {
-					for _, v := range pod.Volumes {
-						switch {
-						case v.Name != m.Name || path.Dir(file) != m.MountPath:
-						case v.ConfigMap != nil:
-							volume = "configMap " + v.ConfigMap.Name
-						case v.Secret != nil:
-							volume = "secret " + v.Secret.SecretName
-						}
-					}
-				}
-				volumes = append(volumes, volume)
-			}
-			if !slices.Equal(volumes, tc.volumes) {
-				t.Errorf("the Redis files are in the volumes %v, want %v", volumes, tc.volumes)
-			}
+			testenv.ExpectRedisOptions(t, "agent", find[*appsv1.Deployment](objs)[0].Spec.Template.Spec, defaults, want, tc.volumes)
 		})
 	}
 

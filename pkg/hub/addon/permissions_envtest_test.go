@@ -14,13 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"open-cluster-management.io/addon-framework/pkg/agent"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
@@ -34,44 +31,24 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	adminAddons := addonclient.NewForConfigOrDie(env.Config)
-	for _, ns := range []string{"c1", "c2"} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createNamespaces(ctx, t, env, "c1", "c2")
 	mcas := map[string]*addonv1beta1.ManagedClusterAddOn{}
 	for _, key := range []struct{ ns, name string }{{"c1", "argocd-pull"}, {"c2", "argocd-pull"}, {"c1", "other-addon"}} {
-		mca, err := adminAddons.AddonV1beta1().ManagedClusterAddOns(key.ns).Create(ctx,
-			&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: key.name, Namespace: key.ns}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mcas[key.ns+"/"+key.name] = mca
+		mcas[key.ns+"/"+key.name] = createMCA(ctx, t, env, key.ns, key.name)
 	}
 	a := &AgentAddon{opts: Options{AddonName: "argocd-pull"}, hubKube: admin}
 	for _, c := range []string{"c1", "c2"} {
-		if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c}}, mcas[c+"/argocd-pull"]); err != nil {
-			t.Fatal(err)
-		}
+		grantAgent(ctx, t, a, mcas[c+"/argocd-pull"])
 	}
 
 	// The c1 agent, exactly as its client certificate presents it.
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: agent.DefaultUser("c1", "argocd-pull", AgentName),
-		Groups:   append(agent.DefaultGroups("c1", "argocd-pull"), "system:authenticated"),
-	}
+	cfg := agentConfig(env, "c1", "argocd-pull")
 	addons := addonclient.NewForConfigOrDie(cfg)
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	works := workclient.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	// The agent of another addon on the same cluster, with its own registration.
-	otherCfg := rest.CopyConfig(env.Config)
-	otherCfg.Impersonate = rest.ImpersonationConfig{
-		UserName: agent.DefaultUser("c1", "other-addon", AgentName),
-		Groups:   append(agent.DefaultGroups("c1", "other-addon"), "system:authenticated"),
-	}
-	otherDyn := dynamic.NewForConfigOrDie(otherCfg)
+	otherDyn := dynamic.NewForConfigOrDie(agentConfig(env, "c1", "other-addon"))
 	slices := schema.GroupVersionResource{Group: "argocd-pull.open-cluster-management.io", Version: "v1alpha1", Resource: "applicationstatusslices"}
 	sliceOf := func(ns, name string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{

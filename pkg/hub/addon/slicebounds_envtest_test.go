@@ -16,11 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"open-cluster-management.io/addon-framework/pkg/agent"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -41,20 +36,11 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	adminAddons := addonclient.NewForConfigOrDie(env.Config)
 	const cluster, addonName, quota = "c1", "argocd-pull", 7
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mca, err := adminAddons.AddonV1beta1().ManagedClusterAddOns(cluster).Create(ctx,
-		&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createNamespaces(ctx, t, env, cluster)
+	mca := createMCA(ctx, t, env, cluster, addonName)
 	a := &AgentAddon{opts: Options{AddonName: addonName, Settings: Settings{MaxStatusSlicesPerCluster: quota}}, hubKube: admin}
-	if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, mca); err != nil {
-		t.Fatal(err)
-	}
+	grantAgent(ctx, t, a, mca)
 
 	// The quota the addon keeps: owned by the addon (disabling it removes the quota), and
 	// counted as the resourcequota controller would.
@@ -74,12 +60,7 @@ func TestAgentCannotFillTheHub(t *testing.T) {
 	}
 
 	// The agent of c1, exactly as its client certificate presents it.
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: agent.DefaultUser(cluster, addonName, AgentName),
-		Groups:   append(agent.DefaultGroups(cluster, addonName), "system:authenticated"),
-	}
-	slicesOf := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{
+	slicesOf := dynamic.NewForConfigOrDie(agentConfig(env, cluster, addonName)).Resource(schema.GroupVersionResource{
 		Group: statusv1alpha1.GroupVersion.Group, Version: statusv1alpha1.GroupVersion.Version, Resource: statusv1alpha1.Resource,
 	}).Namespace(cluster)
 	apply := func(s *statusv1alpha1.ApplicationStatusSlice) error {

@@ -10,9 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
@@ -63,17 +60,8 @@ func TestSliceQuotaRepair(t *testing.T) {
 		}
 	}
 	enable := func(cluster string) *corev1.ResourceQuota {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		mca, err := addonclient.NewForConfigOrDie(env.Config).AddonV1beta1().ManagedClusterAddOns(cluster).Create(ctx,
-			&addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.grantHubPermissions(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, mca); err != nil {
-			t.Fatal(err)
-		}
+		createNamespaces(ctx, t, env, cluster)
+		grantAgent(ctx, t, a, createMCA(ctx, t, env, cluster, addonName))
 		return &quotas(cluster)[0]
 	}
 	// waitForNew waits for the quota of cluster to be another than uid, and returns it

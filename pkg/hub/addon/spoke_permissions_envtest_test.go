@@ -2,6 +2,7 @@ package addon
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,24 +33,7 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	v := values(DefaultInstallNamespace)
-	objs, err := renderAgentManifests(v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := kubernetes.NewForConfigOrDie(env.Config)
-	for _, ns := range append([]string{DefaultInstallNamespace}, v.WatchNamespaces...) {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, o := range objs {
-		switch obj := o.(type) {
-		case *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
-			if err := env.Client.Create(ctx, obj.(client.Object)); err != nil {
-				t.Fatalf("create %T: %v", obj, err)
-			}
-		}
-	}
+	admin := applyAgentRBAC(ctx, t, env, v)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + DefaultInstallNamespace + ":" + v.deploymentName()}
 	agent := kubernetes.NewForConfigOrDie(cfg)
@@ -57,14 +41,10 @@ func TestAgentSpokeIdentityIsConfined(t *testing.T) {
 
 	// What the lease updater does (RBAC bindings take effect within a moment).
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v.AddonName}}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err := untilBound(func() error {
+		_, err := leases.Create(ctx, lease, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("the agent cannot create its Lease: %v", err)
 	}
@@ -184,24 +164,7 @@ func TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	v := values(DefaultInstallNamespace)
-	objs, err := renderAgentManifests(v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := kubernetes.NewForConfigOrDie(env.Config)
-	for _, ns := range append([]string{DefaultInstallNamespace, "other-team"}, v.WatchNamespaces...) {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, o := range objs {
-		switch obj := o.(type) {
-		case *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
-			if err := env.Client.Create(ctx, obj.(client.Object)); err != nil {
-				t.Fatalf("create %T: %v", obj, err)
-			}
-		}
-	}
+	admin := applyAgentRBAC(ctx, t, env, v, "other-team")
 	// The klusterlet's: admin (which covers no Argo CD kind) and its aggregate ClusterRole,
 	// both bound cluster-wide to the work agent's service account. envtest runs no
 	// clusterrole-aggregation controller, so the aggregate gets the rules of the
@@ -244,14 +207,10 @@ func TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly(t *testing.T) {
 	// In a watched namespace, what the work agent does with a pulled app (RBAC bindings
 	// take effect within a moment).
 	apps := workAgent.Resource(argoapp.ApplicationGVR).Namespace("argocd")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = apps.Create(ctx, application("argocd", "guestbook"), metav1.CreateOptions{})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err = untilBound(func() error {
+		_, err := apps.Create(ctx, application("argocd", "guestbook"), metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("the work agent cannot create an Application in the Argo CD namespace: %v", err)
 	}
@@ -289,5 +248,40 @@ func TestWorkAgentMayApplyApplicationsInTheWatchedNamespacesOnly(t *testing.T) {
 	project.SetNamespace("other-team")
 	if _, err := workAgent.Resource(argoapp.AppProjectGVR).Namespace("other-team").Create(ctx, project, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("create an AppProject in namespace other-team: %v, want forbidden", err)
+	}
+}
+
+// applyAgentRBAC renders the agent's manifests with v and applies their RBAC to env, a
+// real apiserver playing the managed cluster, once it has created the agent's install
+// namespace, the namespaces it watches, and namespaces. It returns the administrator's
+// clientset.
+func applyAgentRBAC(ctx context.Context, t *testing.T, env *testenv.Env, v agentValues, namespaces ...string) *kubernetes.Clientset {
+	t.Helper()
+	objs, err := renderAgentManifests(v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createNamespaces(ctx, t, env, slices.Concat([]string{DefaultInstallNamespace}, namespaces, v.WatchNamespaces)...)
+	for _, o := range objs {
+		switch obj := o.(type) {
+		case *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			if err := env.Client.Create(ctx, obj.(client.Object)); err != nil {
+				t.Fatalf("create %T: %v", obj, err)
+			}
+		}
+	}
+	return kubernetes.NewForConfigOrDie(env.Config)
+}
+
+// untilBound runs do until it succeeds, for 10 s at the most, as RBAC bindings take
+// effect within a moment; it returns do's last error.
+func untilBound(do func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := do()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

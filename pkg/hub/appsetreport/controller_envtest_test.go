@@ -139,12 +139,9 @@ func TestReportController(t *testing.T) {
 	// setFeedback plays the work agent. note goes to a work condition, so that writing
 	// the same feedback again still changes the work.
 	type feedback struct{ health, sync, phase string }
+	hub := testenv.NewHub(t, env, appsNamespace)
 	setFeedback := func(cluster string, f feedback, note string) {
-		g.Eventually(func() error {
-			cur := &workv1.ManifestWork{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(works[cluster]), cur); err != nil {
-				return err
-			}
+		hub.UpdateWorkStatus(client.ObjectKeyFromObject(works[cluster]), func(cur *workv1.ManifestWork) {
 			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", hubApp(cluster), map[string]string{
 				argoapp.FeedbackHealthStatus: f.health, argoapp.FeedbackSyncStatus: f.sync,
 				argoapp.FeedbackSyncRevision: "sha1", argoapp.FeedbackOperationStatePhase: f.phase,
@@ -154,8 +151,7 @@ func TestReportController(t *testing.T) {
 				Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
 				Message: "applied " + note, LastTransitionTime: fixedTime,
 			}}
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 
 	// agentApp is what the agent on cluster reports of its Application.
@@ -183,15 +179,8 @@ func TestReportController(t *testing.T) {
 			Type: addonv1beta1.ManagedClusterAddOnConditionAvailable, Status: available, Reason: "ManagedClusterAddOnLeaseUpdated",
 			Message: "lease " + note, LastTransitionTime: staleSince,
 		})
-		cur := &addonv1beta1.ManagedClusterAddOn{}
-		g.Eventually(func() error {
-			if err := c.Get(ctx, types.NamespacedName{Namespace: cluster, Name: opts.AddonName}, cur); err != nil {
-				return err
-			}
-			cur.Status.Conditions = conds
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
-		return cur
+		return hub.UpdateAddonStatus(types.NamespacedName{Namespace: cluster, Name: opts.AddonName},
+			func(cur *addonv1beta1.ManagedClusterAddOn) { cur.Status.Conditions = conds })
 	}
 	for _, cluster := range clusters {
 		g.Expect(c.Create(ctx, &addonv1beta1.ManagedClusterAddOn{

@@ -9,10 +9,7 @@ import (
 	"github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -31,39 +28,26 @@ import (
 // grace period counts), and no other of that type; the agent's messages arrive
 // shortened to clusterreport.MaxMessageBytes.
 func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
-	env := shared.Get(t)
 	const appNamespace, cluster = "apps-guarded", "cluster-hostile"
-	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
-	c := env.Client
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
-	startMirrorWithSlices(t, env, opts, &testenv.WriteLog{})
+	opts := mirrorOptions()
+	env, hub, app := startSliceMirror(t, appNamespace, cluster, opts, &testenv.WriteLog{})
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 
-	// The hub app, with the propagation controller's condition of an opt-out that began
+	// The hub app gets the propagation controller's condition of an opt-out that began
 	// an hour ago: its grace period counts from then.
-	app := testenv.PulledApplication(appNamespace, "web", cluster)
-	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
 	optOut := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	const managers = "ClusterNotBoundToNamespace: the cluster is not bound; its ManifestWorks are kept until later"
 	_, err := argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, managers, optOut)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(c.Update(ctx, app)).To(gomega.Succeed())
 
-	work := testenv.PropagatedWork(app, cluster, opts.AddonName)
-	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", "web", map[string]string{
+	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: "rev1",
-	})}
-	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	})
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 
 	// Every version of the hub app from here on.
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	w, err := wc.Watch(ctx, list, client.InNamespace(appNamespace))
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	w := watchApps(ctx, g, env, appNamespace)
 	defer w.Stop()
 
 	// The hostile agent's slice.
@@ -88,15 +72,9 @@ func TestAgentCannotTakeTheManagersCondition(t *testing.T) {
 		g.Expect(message).To(gomega.HaveSuffix(clusterreport.Ellipsis), what)
 		g.Expect(utf8.ValidString(message)).To(gomega.BeTrue(), what)
 	}
-	get := func() *unstructured.Unstructured {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(argoapp.ApplicationGVK)
-		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: appNamespace, Name: "web"}, got)).To(gomega.Succeed())
-		return got
-	}
 	// The agent's status arrives, shortened.
 	g.Eventually(func(g gomega.Gomega) {
-		got := get()
+		got := getApp(ctx, g, c, client.ObjectKeyFromObject(app))
 		message, _, _ := unstructured.NestedString(got.Object, "status", "health", "message")
 		shortened(g, "health message", message)
 		resources, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +29,7 @@ type coalesceFixture struct {
 	ctx    context.Context
 	g      *gomega.WithT
 	c      client.Client
+	hub    *testenv.Hub
 	key    types.NamespacedName
 	work   *workv1.ManifestWork
 	slice  *statusv1alpha1.ApplicationStatusSlice
@@ -47,28 +47,19 @@ type appVersion struct {
 }
 
 func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Duration) *coalesceFixture {
-	env := shared.Get(t)
-	ctx, g := testenv.Begin(t, env, namespace, cluster)
-	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: env.Client, writes: &testenv.WriteLog{}}
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond, CoalesceWindow: window}}
-	startMirrorWithSlices(t, env, opts, f.writes)
-
-	app := testenv.PulledApplication(namespace, "web", cluster)
-	g.Expect(f.c.Create(ctx, app)).To(gomega.Succeed())
-	f.key = client.ObjectKeyFromObject(app)
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster}}
-	g.Expect(f.c.Create(ctx, addon)).To(gomega.Succeed())
+	opts := mirrorOptions()
+	opts.CoalesceWindow = window
+	writes := &testenv.WriteLog{}
+	env, hub, app := startSliceMirror(t, namespace, cluster, opts, writes)
+	ctx, g := hub.Ctx, hub.G
+	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: hub.C, hub: hub, writes: writes, key: client.ObjectKeyFromObject(app)}
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
 	f.slice = clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{f.entry("none")}})
 	g.Expect(f.c.Create(ctx, f.slice)).To(gomega.Succeed())
 
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	g.Expect(err).NotTo(gomega.HaveOccurred())
-	w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
-	g.Expect(err).NotTo(gomega.HaveOccurred())
+	w := watchApps(ctx, g, env, namespace)
 	t.Cleanup(w.Stop)
 	go func() {
 		for e := range w.ResultChan() {
@@ -101,28 +92,18 @@ func (f *coalesceFixture) entry(change string) statusv1alpha1.AppStatus {
 
 // feedBack plays the work agent: the work's feedback says revision change.
 func (f *coalesceFixture) feedBack(change string) {
-	f.g.Eventually(func() error {
-		cur := &workv1.ManifestWork{}
-		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.work), cur); err != nil {
-			return err
-		}
+	f.hub.UpdateWorkStatus(client.ObjectKeyFromObject(f.work), func(cur *workv1.ManifestWork) {
 		cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", f.key.Name, map[string]string{
 			argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "OutOfSync", argoapp.FeedbackSyncRevision: change,
 		})}
-		return f.c.Status().Update(f.ctx, cur)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // publish plays the spoke agent: its slice's entry says change.
 func (f *coalesceFixture) publish(change string) {
-	f.g.Eventually(func() error {
-		cur := &statusv1alpha1.ApplicationStatusSlice{}
-		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.slice), cur); err != nil {
-			return err
-		}
+	f.hub.UpdateSlice(client.ObjectKeyFromObject(f.slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
 		cur.Apps = []statusv1alpha1.AppStatus{f.entry(change)}
-		return f.c.Update(f.ctx, cur)
-	}).Should(gomega.Succeed())
+	})
 }
 
 // mirrorWrites counts the status mirror's writes of the hub app.

@@ -1,6 +1,7 @@
 package appstatus
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -47,6 +48,48 @@ func startMirrorWithSlices(t *testing.T, env *testenv.Env, opts Options, writes 
 		})
 }
 
+// startSliceMirror starts a test of the status mirror with opts and the slices reader
+// (startMirrorWithSlices; writes counts its writes) for the hub app web of appNamespace,
+// which targets cluster: it creates their namespaces and the app. It returns the shared
+// apiserver, the test's view of the hub (its apps in appNamespace) and the app.
+func startSliceMirror(t *testing.T, appNamespace, cluster string, opts Options, writes *testenv.WriteLog) (*testenv.Env, *testenv.Hub, *unstructured.Unstructured) {
+	t.Helper()
+	env := shared.Get(t)
+	hub := testenv.NewHub(t, env, appNamespace)
+	hub.CreateNamespace(appNamespace)
+	hub.CreateNamespace(cluster)
+	startMirrorWithSlices(t, env, opts, writes)
+	app := hub.Application("web", cluster)
+	hub.Create(app)
+	return env, hub, app
+}
+
+// mirrorOptions returns the options of the status mirror in the tests with the slices
+// reader: the default addon, and a short Progressing hold.
+func mirrorOptions() Options {
+	return Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
+}
+
+// getApp reads the hub Application key.
+func getApp(ctx context.Context, g gomega.Gomega, c client.Client, key types.NamespacedName) *unstructured.Unstructured {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argoapp.ApplicationGVK)
+	g.Expect(c.Get(ctx, key, app)).To(gomega.Succeed())
+	return app
+}
+
+// watchApps watches every version of the hub Applications of namespace from now on; the
+// caller stops the watch.
+func watchApps(ctx context.Context, g gomega.Gomega, env *testenv.Env, namespace string) watch.Interface {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return w
+}
+
 func TestStatusMirror(t *testing.T) {
 	env := shared.Get(t)
 	ctx, g := testenv.Begin(t, env, "apps", "cluster1")
@@ -62,8 +105,8 @@ func TestStatusMirror(t *testing.T) {
 		return Setup(mgr, c, decoder, opts)
 	})
 
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: "cluster1"}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	hub := testenv.NewHub(t, env, "apps")
+	addon := hub.EnableAddon("cluster1", opts.AddonName)
 
 	newApp := func(name string, multi bool) *unstructured.Unstructured {
 		app := testenv.PulledApplication("apps", name, "cluster1")
@@ -86,17 +129,12 @@ func TestStatusMirror(t *testing.T) {
 		return w
 	}
 	setFeedback := func(w *workv1.ManifestWork, health, sync string) {
-		g.Eventually(func() error {
-			cur := &workv1.ManifestWork{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
-				return err
-			}
+		hub.UpdateWorkStatus(client.ObjectKeyFromObject(w), func(cur *workv1.ManifestWork) {
 			cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("apps", "x", map[string]string{
 				argoapp.FeedbackHealthStatus: health, argoapp.FeedbackSyncStatus: sync, argoapp.FeedbackSyncRevision: "rev1",
 				argoapp.FeedbackOperationStatePhase: "Succeeded", argoapp.FeedbackOperationStateStartedAt: "2026-01-01T00:00:00Z",
 			})}
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	var reportMu sync.Mutex
 	// setScopedReport plays an agent that publishes its scope; nil plays an older one.
@@ -111,23 +149,13 @@ func TestStatusMirror(t *testing.T) {
 		}
 		conds = append(conds, metav1.Condition{Type: "Available", Status: available, Reason: "Lease",
 			LastTransitionTime: metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))})
-		g.Eventually(func() error {
-			cur := &addonv1beta1.ManagedClusterAddOn{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(addon), cur); err != nil {
-				return err
-			}
-			cur.Status.Conditions = conds
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		hub.UpdateAddonStatus(client.ObjectKeyFromObject(addon), func(cur *addonv1beta1.ManagedClusterAddOn) { cur.Status.Conditions = conds })
 	}
 	setReport := func(apps []clusterreport.App, available metav1.ConditionStatus) {
 		setScopedReport(apps, nil, available)
 	}
 	get := func(name string) *unstructured.Unstructured {
-		app := &unstructured.Unstructured{}
-		app.SetGroupVersionKind(argoapp.ApplicationGVK)
-		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "apps", Name: name}, app)).To(gomega.Succeed())
-		return app
+		return getApp(ctx, g, c, types.NamespacedName{Namespace: "apps", Name: name})
 	}
 	str := func(app *unstructured.Unstructured, path ...string) string {
 		s, _, _ := unstructured.NestedString(app.Object, path...)
@@ -137,12 +165,7 @@ func TestStatusMirror(t *testing.T) {
 	// healthHistory returns, once an app's health settles at Healthy, the health statuses
 	// that a watch saw it take, each once in a row.
 	healthHistory := func(t *testing.T, app *unstructured.Unstructured, work *workv1.ManifestWork) []string {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(argoapp.GroupVersion.WithKind("ApplicationList"))
-		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		w, err := wc.Watch(ctx, list, client.InNamespace("apps"))
-		g.Expect(err).NotTo(gomega.HaveOccurred())
+		w := watchApps(ctx, g, env, "apps")
 		defer w.Stop()
 		setFeedback(work, "Healthy", "Synced")
 		var seen []string
@@ -219,36 +242,38 @@ func TestStatusMirror(t *testing.T) {
 		g.Expect(healthHistory(t, app, work)).To(gomega.Equal([]string{"Healthy"}))
 	})
 
+	// expectNotMirrored creates the app name and its work, changes them with change
+	// (retried until it succeeds), and checks that the work's feedback never reaches the
+	// app.
+	expectNotMirrored := func(name string, change func(work *workv1.ManifestWork) error) {
+		work := newWork(newApp(name, false))
+		g.Eventually(func() error { return change(work) }).Should(gomega.Succeed())
+		setFeedback(work, "Healthy", "Synced")
+		g.Consistently(func() string { return str(get(name), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+	}
+
 	t.Run("another controller's work is not mirrored", func(t *testing.T) {
-		app := newApp("served-by-acm", false)
-		work := newWork(app)
 		// Red Hat ACM's pull controller names and annotates its works as this addon does,
 		// but without this addon's label; it writes the status itself.
-		g.Eventually(func() error {
+		expectNotMirrored("served-by-acm", func(work *workv1.ManifestWork) error {
 			cur := &workv1.ManifestWork{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(work), cur); err != nil {
 				return err
 			}
 			delete(cur.Labels, argoapp.LabelAddon)
 			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
-		setFeedback(work, "Healthy", "Synced")
-		g.Consistently(func() string { return str(get("served-by-acm"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+		})
 	})
 
 	t.Run("an app the hub Argo CD reconciles (no skip-reconcile) is not mirrored", func(t *testing.T) {
-		app := newApp("not-skipped", false)
 		// Its work was made while it skipped the hub Argo CD; propagation keeps it, refused.
-		work := newWork(app)
-		g.Eventually(func() error {
+		expectNotMirrored("not-skipped", func(*workv1.ManifestWork) error {
 			cur := get("not-skipped")
 			annotations := cur.GetAnnotations()
 			delete(annotations, argoapp.AnnotationSkipReconcile)
 			cur.SetAnnotations(annotations)
 			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
-		setFeedback(work, "Healthy", "Synced")
-		g.Consistently(func() string { return str(get("not-skipped"), "status", "health", "status") }, "2s").Should(gomega.BeEmpty())
+		})
 	})
 
 	t.Run("multi-source revisions, resources and conditions from the agent; stale; zero writes", func(t *testing.T) {
@@ -303,11 +328,7 @@ func TestStatusMirror(t *testing.T) {
 	// setApplied plays the work agent: the work applied its Application to namespace at
 	// appliedAt, and feeds back its sync and health.
 	setApplied := func(w *workv1.ManifestWork, name, namespace string, appliedAt time.Time) {
-		g.Eventually(func() error {
-			cur := &workv1.ManifestWork{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
-				return err
-			}
+		hub.UpdateWorkStatus(client.ObjectKeyFromObject(w), func(cur *workv1.ManifestWork) {
 			val := func(name, v string) workv1.FeedbackValue {
 				return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}}
 			}
@@ -320,8 +341,7 @@ func TestStatusMirror(t *testing.T) {
 			}}
 			cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
 				LastTransitionTime: metav1.NewTime(appliedAt.Truncate(time.Second))}}
-			return c.Status().Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	notReported := func(g gomega.Gomega, name string) (string, bool) {
 		conds, _, _ := unstructured.NestedSlice(get(name).Object, "status", "conditions")

@@ -6,11 +6,7 @@ import (
 
 	"github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
@@ -27,24 +23,15 @@ import (
 // history that Argo CD's schema refuses (a helm field of another type) does not stop the
 // rest of the status: it is written without the history, and an Event says why.
 func TestStatusMirrorWritesHistory(t *testing.T) {
-	env := shared.Get(t)
 	const appNamespace, cluster = "apps-history", "cluster-history"
-	ctx, g := testenv.Begin(t, env, appNamespace, cluster)
-	c := env.Client
 	writes := &testenv.WriteLog{}
-	opts := Options{AddonName: clusterreport.DefaultAddonName, Concurrency: 4, Settings: Settings{ProgressingHold: 100 * time.Millisecond}}
-	startMirrorWithSlices(t, env, opts, writes)
-
-	app := testenv.PulledApplication(appNamespace, "web", cluster)
-	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-	work := testenv.PropagatedWork(app, cluster, opts.AddonName)
-	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", "web", map[string]string{
+	opts := mirrorOptions()
+	_, hub, app := startSliceMirror(t, appNamespace, cluster, opts, writes)
+	ctx, g, c := hub.Ctx, hub.G, hub.C
+	work := hub.CreateFedWork(app, cluster, opts.AddonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Healthy", argoapp.FeedbackSyncStatus: "Synced", argoapp.FeedbackSyncRevision: "bbb",
-	})}
-	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: opts.AddonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	})
+	addon := hub.EnableAddon(cluster, opts.AddonName)
 
 	source := argoapp.HistorySource{RepoURL: "https://git.example.com/apps.git", Path: "guestbook", TargetRevision: "main",
 		Details: `{"helm":{"valueFiles":["values-prod.yaml"],"parameters":[{"name":"replicas","value":"2"}]}}`}
@@ -63,20 +50,12 @@ func TestStatusMirrorWritesHistory(t *testing.T) {
 	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry(history, "bbb")}})
 	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
 	setEntry := func(e statusv1alpha1.AppStatus) {
-		g.Eventually(func() error {
-			cur := &statusv1alpha1.ApplicationStatusSlice{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(slice), cur); err != nil {
-				return err
-			}
+		hub.UpdateSlice(client.ObjectKeyFromObject(slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
 			cur.Apps = []statusv1alpha1.AppStatus{e}
-			return c.Update(ctx, cur)
-		}).Should(gomega.Succeed())
+		})
 	}
 	historyOf := func(g gomega.Gomega) []any {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(argoapp.ApplicationGVK)
-		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: appNamespace, Name: "web"}, got)).To(gomega.Succeed())
-		h, _, _ := unstructured.NestedSlice(got.Object, "status", "history")
+		h, _, _ := unstructured.NestedSlice(getApp(ctx, g, c, client.ObjectKeyFromObject(app)).Object, "status", "history")
 		return h
 	}
 	wantSource := map[string]any{"repoURL": "https://git.example.com/apps.git", "path": "guestbook", "targetRevision": "main",
@@ -113,10 +92,7 @@ func TestStatusMirrorWritesHistory(t *testing.T) {
 	refused.Conditions = []statusv1alpha1.Condition{{Type: "ComparisonError", Message: "the repository is gone"}}
 	setEntry(refused)
 	g.Eventually(func(g gomega.Gomega) {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(argoapp.ApplicationGVK)
-		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: appNamespace, Name: "web"}, got)).To(gomega.Succeed())
-		message, found, _ := argoapp.FindCondition(got, "ComparisonError")
+		message, found, _ := argoapp.FindCondition(getApp(ctx, g, c, client.ObjectKeyFromObject(app)), "ComparisonError")
 		g.Expect(found).To(gomega.BeTrue())
 		g.Expect(message).To(gomega.Equal("the repository is gone"))
 		g.Expect(historyOf(g)).To(gomega.BeEmpty())

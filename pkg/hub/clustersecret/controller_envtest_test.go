@@ -55,11 +55,7 @@ func newFixture(t *testing.T, adjust ...func(*Options)) *fixture {
 func (f *fixture) createCluster(short string, labels map[string]string, enabled bool) string {
 	f.T.Helper()
 	name := short + "-" + f.id
-	f.G.Expect(f.C.Create(f.Ctx, &clusterv1.ManagedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
-	})).To(gomega.Succeed())
-	f.CreateNamespace(name)
+	f.CreateCluster(name, labels)
 	if enabled {
 		f.setAddon(name, true)
 	}
@@ -68,24 +64,11 @@ func (f *fixture) createCluster(short string, labels map[string]string, enabled 
 
 func (f *fixture) setAddon(cluster string, enabled bool) {
 	f.T.Helper()
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster}}
 	if enabled {
-		f.G.Expect(f.C.Create(f.Ctx, addon)).To(gomega.Succeed())
+		f.EnableAddon(cluster, f.opts.AddonName)
 	} else {
-		f.G.Expect(f.C.Delete(f.Ctx, addon)).To(gomega.Succeed())
+		f.DisableAddon(cluster, f.opts.AddonName)
 	}
-}
-
-func (f *fixture) updateCluster(name string, change func(*clusterv1.ManagedCluster)) {
-	f.T.Helper()
-	f.G.Eventually(func() error {
-		cluster := &clusterv1.ManagedCluster{}
-		if err := f.C.Get(f.Ctx, types.NamespacedName{Name: name}, cluster); err != nil {
-			return err
-		}
-		change(cluster)
-		return f.C.Update(f.Ctx, cluster)
-	}).Should(gomega.Succeed())
 }
 
 // secret returns the cluster's Secret, or nil.
@@ -141,7 +124,7 @@ func TestEnvtestClusterSecretLifecycle(t *testing.T) {
 	g.Expect(f.secret(cluster).Annotations).To(gomega.HaveKeyWithValue("note", "by hand"))
 
 	// The cluster's labels and API URL follow.
-	f.updateCluster(cluster, func(mc *clusterv1.ManagedCluster) {
+	f.UpdateCluster(cluster, func(mc *clusterv1.ManagedCluster) {
 		mc.Labels = map[string]string{"region": "us", "env": "prod"}
 		mc.Spec.ManagedClusterClientConfigs = []clusterv1.ClientConfig{{URL: "https://east.example.com:6443"}}
 	})

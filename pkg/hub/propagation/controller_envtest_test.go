@@ -29,10 +29,8 @@ import (
 // Point 1: selection.
 
 func TestEnvtestPullsSelectedApplication(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 
 	app := f.Application("guestbook", cluster)
 	f.Create(app)
@@ -87,10 +85,8 @@ func TestEnvtestPullsSelectedApplication(t *testing.T) {
 }
 
 func TestEnvtestWatchNamespaces(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil) // watches f.Namespace only
+	f, cluster := startEast(t, nil) // watches f.Namespace only
 	g := f.G
-	cluster := f.readyCluster("east")
 	other := "other-" + f.id
 	f.CreateNamespace(other)
 	f.bind(other, cluster)
@@ -118,8 +114,7 @@ func TestEnvtestWatchNamespaces(t *testing.T) {
 func TestEnvtestAllNamespaces(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.WatchNamespaces = nil })
 	cluster := f.readyCluster("east")
-	f.Create(f.Application("anywhere", cluster))
-	f.WaitForWork("anywhere", cluster)
+	f.propagate("anywhere", cluster)
 }
 
 // Point 3: per-cluster opt-in.
@@ -175,12 +170,9 @@ func TestEnvtestAddonEnablement(t *testing.T) {
 // A deliberate opt-out cleans up once the grace period has passed: the work goes, and
 // the finalizer with it.
 func TestEnvtestOptOutGracePeriod(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.OptOutGracePeriod = 3 * time.Second })
+	f, cluster := startEast(t, func(o *Options) { o.OptOutGracePeriod = 3 * time.Second })
 	g := f.G
-	cluster := f.readyCluster("east")
-	f.Create(f.Application("guestbook", cluster))
-	work := f.WaitForWork("guestbook", cluster)
+	work := f.propagate("guestbook", cluster)
 
 	f.disableAddon(cluster)
 	f.ExpectPropagationError("guestbook", ReasonAddonNotEnabled)
@@ -191,12 +183,9 @@ func TestEnvtestOptOutGracePeriod(t *testing.T) {
 }
 
 func TestEnvtestClusterDeleted(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.OptOutGracePeriod = 0 })
+	f, cluster := startEast(t, func(o *Options) { o.OptOutGracePeriod = 0 })
 	g := f.G
-	cluster := f.readyCluster("east")
-	f.Create(f.Application("guestbook", cluster))
-	f.WaitForWork("guestbook", cluster)
+	f.propagate("guestbook", cluster)
 
 	g.Expect(f.C.Delete(f.Ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}})).To(gomega.Succeed())
 	f.ExpectNoWorks("guestbook")
@@ -206,10 +195,8 @@ func TestEnvtestClusterDeleted(t *testing.T) {
 // Point 4: the tenant gate.
 
 func TestEnvtestTenantGate(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startUnboundEast(t, nil)
 	g := f.G
-	cluster := f.createCluster("east", true)
 	// A decision in another namespace does not bind the cluster to this one.
 	other := "other-" + f.id
 	f.CreateNamespace(other)
@@ -243,9 +230,7 @@ func TestEnvtestTenantGate(t *testing.T) {
 
 // A PlacementDecision that no Placement owns (written by hand) binds nothing.
 func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	cluster := f.createCluster("east", true)
+	f, cluster := startUnboundEast(t, nil)
 	forged := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
 		Name: "forged", Namespace: f.Namespace, Labels: map[string]string{clusterv1beta1.PlacementLabel: "forged"},
 	}}
@@ -264,10 +249,8 @@ func TestEnvtestTenantGateIgnoresForgedDecisions(t *testing.T) {
 // that does but is not the owner (the decision was written by hand, copying the name).
 // The Placement's own decision binds; once the Placement is gone, it no longer does.
 func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startUnboundEast(t, nil)
 	g := f.G
-	cluster := f.createCluster("east", true)
 	f.Create(&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Name: "real", Namespace: f.Namespace}})
 	placementGVK := schema.GroupVersionKind{Group: clusterv1beta1.GroupName, Version: "v1beta1", Kind: "Placement"}
 	for _, owner := range []struct{ placement, uid string }{
@@ -301,59 +284,46 @@ func TestEnvtestTenantGateMatchesThePlacementUID(t *testing.T) {
 }
 
 func TestEnvtestTenantGateOff(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.RequirePlacementBinding = false })
-	cluster := f.createCluster("east", true) // no PlacementDecision anywhere
-	f.Create(f.Application("guestbook", cluster))
-	f.WaitForWork("guestbook", cluster)
+	f, cluster := startUnboundEast(t, func(o *Options) { o.RequirePlacementBinding = false }) // no PlacementDecision anywhere
+	f.propagate("guestbook", cluster)
 	f.G.Expect(f.Condition("guestbook", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 }
 
 // Point 5: deletion and re-targeting.
 
 func TestEnvtestDeletion(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	cluster := f.readyCluster("east")
+	f, cluster := startEast(t, nil)
 
 	t.Run("with the Argo CD resources finalizer", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		app := f.Application("with-finalizer", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		work := f.WaitForWork("with-finalizer", cluster)
+		work := f.propagate("with-finalizer", cluster, argoapp.ResourcesFinalizer)
 		g.Expect(testenv.Payload(t, work).GetFinalizers()).To(gomega.Equal([]string{argoapp.ResourcesFinalizer}))
 
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("with-finalizer"))).To(gomega.Succeed())
+		f.deleteApp("with-finalizer")
 		f.ExpectNoWorks("with-finalizer")
 		// Both finalizers are released: the hub app does not hang.
-		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("with-finalizer") }).Should(gomega.BeNil())
+		f.expectAppGone("with-finalizer")
 	})
 
 	t.Run("without a finalizer of its own", func(t *testing.T) {
 		f := f.sub(t)
-		g := f.G
-		f.Create(f.Application("plain", cluster))
-		f.WaitForWork("plain", cluster)
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("plain"))).To(gomega.Succeed())
+		f.propagate("plain", cluster)
+		f.deleteApp("plain")
 		f.ExpectNoWorks("plain")
-		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("plain") }).Should(gomega.BeNil())
+		f.expectAppGone("plain")
 	})
 
 	t.Run("waits until the work agent has deleted the work", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		app := f.Application("slow", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		work := f.WaitForWork("slow", cluster)
+		work := f.propagate("slow", cluster, argoapp.ResourcesFinalizer)
 		// Play the work agent, which holds the work until the spoke app is gone.
 		const agentFinalizer = "cluster.open-cluster-management.io/manifest-work-cleanup"
 		work.Finalizers = append(work.Finalizers, agentFinalizer)
 		g.Expect(f.C.Update(f.Ctx, work)).To(gomega.Succeed())
 
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("slow"))).To(gomega.Succeed())
+		f.deleteApp("slow")
 		g.Eventually(func() bool { return f.WaitForWork("slow", cluster).DeletionTimestamp != nil }).Should(gomega.BeTrue())
 		g.Consistently(func() []string { return f.GetApp("slow").GetFinalizers() }).
 			Should(gomega.ConsistOf(argoapp.ResourcesFinalizer, argoapp.FinalizerManifestWorkCleanup))
@@ -361,12 +331,11 @@ func TestEnvtestDeletion(t *testing.T) {
 		work = f.WaitForWork("slow", cluster)
 		work.Finalizers = nil
 		g.Expect(f.C.Update(f.Ctx, work)).To(gomega.Succeed())
-		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("slow") }).Should(gomega.BeNil())
+		f.expectAppGone("slow")
 	})
 
 	t.Run("the work does not exist", func(t *testing.T) {
 		f := f.sub(t)
-		g := f.G
 		// Never propagated (the addon is not enabled on its cluster): no work, and the
 		// resources finalizer that nobody on the hub would remove.
 		disabled := f.createCluster("disabled", false)
@@ -375,18 +344,15 @@ func TestEnvtestDeletion(t *testing.T) {
 		app.SetFinalizers([]string{argoapp.ResourcesFinalizer, argoapp.FinalizerManifestWorkCleanup})
 		f.Create(app)
 		f.ExpectPropagationError("never", ReasonAddonNotEnabled)
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("never"))).To(gomega.Succeed())
-		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("never") }).Should(gomega.BeNil())
+		f.deleteApp("never")
+		f.expectAppGone("never")
 	})
 
 	t.Run("a push application keeps its Argo CD finalizer for the hub Argo CD", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
 		// Pulled, then turned into a push application: its work is kept, and goes with it.
-		app := f.Application("push", cluster)
-		app.SetFinalizers([]string{argoapp.ResourcesFinalizer})
-		f.Create(app)
-		f.WaitForWork("push", cluster)
+		f.propagate("push", cluster, argoapp.ResourcesFinalizer)
 		f.UpdateApp("push", func(app *unstructured.Unstructured) {
 			annotations := app.GetAnnotations()
 			delete(annotations, argoapp.AnnotationSkipReconcile)
@@ -394,7 +360,7 @@ func TestEnvtestDeletion(t *testing.T) {
 		})
 		f.ExpectPropagationError("push", ReasonMissingSkipReconcile)
 		f.WaitForWork("push", cluster)
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("push"))).To(gomega.Succeed())
+		f.deleteApp("push")
 		f.ExpectNoWorks("push")
 		g.Eventually(func() []string { return f.GetApp("push").GetFinalizers() }).Should(gomega.Equal([]string{argoapp.ResourcesFinalizer}))
 		// Play the hub Argo CD.
@@ -421,16 +387,13 @@ func TestEnvtestDeletion(t *testing.T) {
 }
 
 func TestEnvtestRetargeting(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	east := f.readyCluster("east")
+	f, east := startEast(t, nil)
 	west := f.readyCluster("west")
 
 	t.Run("label removed", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("unlabel", east))
-		f.WaitForWork("unlabel", east)
+		f.propagate("unlabel", east)
 		f.UpdateApp("unlabel", func(app *unstructured.Unstructured) { app.SetLabels(nil) })
 		f.ExpectNoWorks("unlabel")
 		g.Eventually(func() bool { return hasFinalizer(f.GetApp("unlabel"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeFalse())
@@ -439,8 +402,7 @@ func TestEnvtestRetargeting(t *testing.T) {
 
 	t.Run("label set to false", func(t *testing.T) {
 		f := f.sub(t)
-		f.Create(f.Application("off", east))
-		f.WaitForWork("off", east)
+		f.propagate("off", east)
 		f.UpdateApp("off", func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "false"})
 		})
@@ -450,8 +412,7 @@ func TestEnvtestRetargeting(t *testing.T) {
 	t.Run("cluster annotation changed", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("move", east))
-		f.WaitForWork("move", east)
+		f.propagate("move", east)
 		f.UpdateApp("move", func(app *unstructured.Unstructured) {
 			annotations := app.GetAnnotations()
 			annotations[argoapp.AnnotationOCMManagedCluster] = west
@@ -464,8 +425,7 @@ func TestEnvtestRetargeting(t *testing.T) {
 	t.Run("moved back while its old work is still being deleted", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("back", east))
-		first := f.WaitForWork("back", east)
+		first := f.propagate("back", east)
 		// Play the work agent, which holds the work until the spoke app is gone.
 		first.Finalizers = []string{"cluster.open-cluster-management.io/manifest-work-cleanup"}
 		g.Expect(f.C.Update(f.Ctx, first)).To(gomega.Succeed())
@@ -493,12 +453,10 @@ func TestEnvtestRetargeting(t *testing.T) {
 	t.Run("re-created with a new UID", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("again", east))
-		first := f.WaitForWork("again", east)
-		g.Expect(f.C.Delete(f.Ctx, f.GetApp("again"))).To(gomega.Succeed())
-		g.Eventually(func() *unstructured.Unstructured { return f.GetApp("again") }).Should(gomega.BeNil())
-		f.Create(f.Application("again", east))
-		second := f.WaitForWork("again", east)
+		first := f.propagate("again", east)
+		f.deleteApp("again")
+		f.expectAppGone("again")
+		second := f.propagate("again", east)
 		g.Expect(second.Name).NotTo(gomega.Equal(first.Name))
 		g.Consistently(func() []string { return f.WorkKeys("again") }).Should(gomega.HaveLen(1))
 	})
@@ -506,8 +464,7 @@ func TestEnvtestRetargeting(t *testing.T) {
 	t.Run("a work of an earlier UID is removed", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("stale", east))
-		current := f.WaitForWork("stale", east)
+		current := f.propagate("stale", east)
 		// A work left by an earlier Application of the same name, in another cluster.
 		leftover := current.DeepCopy()
 		leftover.ObjectMeta = metav1.ObjectMeta{
@@ -522,12 +479,9 @@ func TestEnvtestRetargeting(t *testing.T) {
 // Point 6: manual sync and refresh.
 
 func TestEnvtestOperationAndRefresh(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
-	f.Create(f.Application("guestbook", cluster))
-	work := f.WaitForWork("guestbook", cluster)
+	work := f.propagate("guestbook", cluster)
 	// The spoke Application ran an operation before, of no hub's.
 	f.setOperationFeedback(client.ObjectKeyFromObject(work), "Succeeded", "2026-01-01T00:00:00Z", "")
 
@@ -673,10 +627,8 @@ func TestEnvtestOperationAndRefresh(t *testing.T) {
 // Point 8: pause.
 
 func TestEnvtestPause(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 	f.Create(f.Application("existing", cluster))
 	f.Create(f.Application("doomed", cluster))
 	existing := f.WaitForWork("existing", cluster)
@@ -713,7 +665,7 @@ func TestEnvtestPause(t *testing.T) {
 	f.UpdateApp("existing", func(app *unstructured.Unstructured) {
 		g.Expect(unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")).To(gomega.Succeed())
 	})
-	g.Expect(f.C.Delete(f.Ctx, f.GetApp("doomed"))).To(gomega.Succeed())
+	f.deleteApp("doomed")
 	f.ExpectNoWorksStay("new")
 	g.Expect(f.workWrites()).To(gomega.Equal(writesBeforePause), "a work was written while paused")
 	g.Expect(f.WaitForWork("existing", cluster).ResourceVersion).To(gomega.Equal(existing.ResourceVersion))
@@ -733,7 +685,7 @@ func TestEnvtestPause(t *testing.T) {
 	g.Eventually(conditionStatus).Should(gomega.Equal(metav1.ConditionFalse))
 	f.WaitForWork("new", cluster)
 	g.Eventually(func() int64 { return f.WaitForWork("existing", cluster).Generation }).Should(gomega.Equal(existing.Generation + 1))
-	g.Eventually(func() *unstructured.Unstructured { return f.GetApp("doomed") }).Should(gomega.BeNil())
+	f.expectAppGone("doomed")
 	g.Expect(f.WorkKeys("doomed")).To(gomega.BeEmpty())
 	g.Eventually(func() []string { return f.EventReasons(cluster, f.opts.AddonName, corev1.EventTypeNormal) }).
 		Should(gomega.ContainElement(ReasonPropagationResumed))
@@ -745,10 +697,8 @@ func TestEnvtestPause(t *testing.T) {
 // Bad input: an Event, a condition, no hot requeue.
 
 func TestEnvtestBadInput(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 
 	tests := []struct {
 		name   string
@@ -813,8 +763,7 @@ func TestEnvtestBadInput(t *testing.T) {
 	t.Run("broken input keeps the last good work, and the fix clears the condition", func(t *testing.T) {
 		f := f.sub(t)
 		g := f.G
-		f.Create(f.Application("broken-later", cluster))
-		work := f.WaitForWork("broken-later", cluster)
+		work := f.propagate("broken-later", cluster)
 		f.UpdateApp("broken-later", func(app *unstructured.Unstructured) {
 			app.SetLabels(map[string]string{argoapp.LabelPullToOCMManagedCluster: "maybe"})
 		})
@@ -857,12 +806,9 @@ func TestEnvtestBadInput(t *testing.T) {
 // The sweep is a safety net: it finds leftovers and hands them to the reconcile.
 
 func TestEnvtestSweepFindsLeftovers(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
-	f.Create(f.Application("current", cluster))
-	current := f.WaitForWork("current", cluster)
+	current := f.propagate("current", cluster)
 
 	// A reconciler that runs no controller, so that the leftovers stay for the sweep. It
 	// reads as the manager's does, from the cache, which keeps the Application frozen.
@@ -936,10 +882,8 @@ func TestEnvtestTestAndRemoveKeepsNewerValue(t *testing.T) {
 // The work of an Application of another project than "default" carries the hub
 // AppProject, and follows its changes.
 func TestEnvtestShipsAppProject(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 	project := testenv.AppProject(f.opts.ArgoCDNamespace, "team-a", f.Namespace)
 	f.Create(project)
 

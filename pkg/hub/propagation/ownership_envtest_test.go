@@ -49,10 +49,8 @@ func (f *fixture) expectAdopted(app, cluster, fieldManager string) *workv1.Manif
 // A work that another controller made for a pulled Application is never touched: not
 // on a cluster where the addon is off, not where it is on; the Application says why.
 func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, enabled := startEast(t, nil)
 	g := f.G
-	enabled := f.readyCluster("east")
 	disabled := f.createCluster("west", false)
 	f.bind(f.Namespace, disabled)
 
@@ -80,9 +78,7 @@ func TestEnvtestForeignWorksAreLeftAlone(t *testing.T) {
 // A work that an earlier version of this manager made (no addon label) is the
 // manager's: it is labelled on the next apply, and managed as before.
 func TestEnvtestUnlabelledWorksOfThisManagerAreAdopted(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	cluster := f.readyCluster("east")
+	f, cluster := startEast(t, nil)
 	f.expectAdopted("legacy", cluster, FieldManager)
 	f.G.Expect(f.Condition("legacy", argoapp.ConditionOCMPropagationError)).To(gomega.BeEmpty())
 }
@@ -90,13 +86,11 @@ func TestEnvtestUnlabelledWorksOfThisManagerAreAdopted(t *testing.T) {
 // With TakeOverForeignWorks, another controller's work is adopted: labelled, and
 // deleted with its Application.
 func TestEnvtestTakeOverForeignWorks(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.TakeOverForeignWorks = true })
+	f, cluster := startEast(t, func(o *Options) { o.TakeOverForeignWorks = true })
 	g := f.G
-	cluster := f.readyCluster("east")
 	foreign := f.expectAdopted("adopted", cluster, foreignFieldManager)
 
-	g.Expect(f.C.Delete(f.Ctx, f.GetApp("adopted"))).To(gomega.Succeed())
+	f.deleteApp("adopted")
 	g.Eventually(func() error {
 		return f.C.Get(f.Ctx, types.NamespacedName{Namespace: foreign.Namespace, Name: foreign.Name}, &workv1.ManifestWork{})
 	}).ShouldNot(gomega.Succeed())

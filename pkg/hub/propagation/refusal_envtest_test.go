@@ -25,10 +25,8 @@ import (
 // controller would remove it at once, and both would write forever. Its work is still
 // deleted when it goes, through the not-found path.
 func TestEnvtestGeneratedApplicationHasNoFinalizer(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 	appSet := argoapp.NewApplicationSet()
 	appSet.SetNamespace(f.Namespace)
 	appSet.SetName("guestbook")
@@ -48,7 +46,7 @@ func TestEnvtestGeneratedApplicationHasNoFinalizer(t *testing.T) {
 	g.Consistently(func() bool { return hasFinalizer(f.GetApp("generated"), argoapp.FinalizerManifestWorkCleanup) }).Should(gomega.BeFalse())
 	g.Expect(appWrites()).To(gomega.BeZero(), "the controller patched a generated application")
 
-	g.Expect(f.C.Delete(f.Ctx, f.GetApp("generated"))).To(gomega.Succeed())
+	f.deleteApp("generated")
 	f.ExpectNoWorks("generated")
 }
 
@@ -64,14 +62,9 @@ func TestEnvtestLocalClusterIsRefused(t *testing.T) {
 	f.enableAddon(byName)
 	f.bind(f.Namespace, byName)
 	byLabel := f.readyCluster("local")
-	g.Eventually(func() error {
-		cluster := &clusterv1.ManagedCluster{}
-		if err := f.C.Get(f.Ctx, types.NamespacedName{Name: byLabel}, cluster); err != nil {
-			return err
-		}
+	f.UpdateCluster(byLabel, func(cluster *clusterv1.ManagedCluster) {
 		cluster.Labels = map[string]string{LabelLocalCluster: "true"}
-		return f.C.Update(f.Ctx, cluster)
-	}).Should(gomega.Succeed())
+	})
 
 	f.Create(f.Application("by-name", byName))
 	f.Create(f.Application("by-label", byLabel))
@@ -113,7 +106,7 @@ func TestEnvtestSpokeApplicationConflict(t *testing.T) {
 	g.Expect(f.WaitForWork("guestbook", cluster).UID).To(gomega.Equal(first.UID))
 
 	// The first one goes: the second one pulls the spoke Application.
-	g.Expect(f.C.Delete(f.Ctx, f.GetApp("guestbook"))).To(gomega.Succeed())
+	f.deleteApp("guestbook")
 	g.Eventually(func() error {
 		work := &workv1.ManifestWork{}
 		return f.C.Get(f.Ctx, client.ObjectKeyFromObject(first), work)
@@ -125,10 +118,8 @@ func TestEnvtestSpokeApplicationConflict(t *testing.T) {
 // A hub AppProject ships only to an Application whose namespace it permits, as the hub
 // Argo CD decides it.
 func TestEnvtestAppProjectNotPermitted(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 	project := testenv.AppProject(f.opts.ArgoCDNamespace, "platform", "platform-*")
 	f.Create(project)
 
@@ -156,12 +147,9 @@ func TestEnvtestAppProjectNotPermitted(t *testing.T) {
 // cluster: the grace period protects what runs on the target cluster, not a work the
 // user moved away from.
 func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	east := f.readyCluster("east")
+	f, east := startEast(t, nil)
 	west := f.createCluster("west", true) // not bound to the namespace
-	f.Create(f.Application("guestbook", east))
-	f.WaitForWork("guestbook", east)
+	f.propagate("guestbook", east)
 
 	f.UpdateApp("guestbook", func(app *unstructured.Unstructured) {
 		testenv.SetAnnotation(app, argoapp.AnnotationOCMManagedCluster, west)
@@ -178,10 +166,8 @@ func TestEnvtestMovedToAnUnboundCluster(t *testing.T) {
 // An Application in the Argo CD namespace is the hub admin's: a project the hub lacks
 // must be on the managed cluster.
 func TestEnvtestTenancyRules(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(o *Options) { o.WatchNamespaces = append(o.WatchNamespaces, o.ArgoCDNamespace) })
+	f, cluster := startEast(t, func(o *Options) { o.WatchNamespaces = append(o.WatchNamespaces, o.ArgoCDNamespace) })
 	g := f.G
-	cluster := f.readyCluster("east")
 	setProject := func(name string, change func(spec map[string]any)) {
 		g.Eventually(func() error {
 			current := argoapp.NewAppProject()
@@ -231,8 +217,7 @@ func TestEnvtestTenancyRules(t *testing.T) {
 		f.WaitForWork("to-kube-system", cluster)
 	})
 	t.Run("inline manifests, with the existing work kept", func(t *testing.T) {
-		f.Create(f.Application("inline", cluster))
-		before := f.WaitForWork("inline", cluster)
+		before := f.propagate("inline", cluster)
 		f.UpdateApp("inline", func(app *unstructured.Unstructured) {
 			app.Object["operation"] = map[string]any{"sync": map[string]any{
 				"manifests": []any{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: injected, namespace: kube-system}"},
@@ -244,8 +229,7 @@ func TestEnvtestTenancyRules(t *testing.T) {
 	t.Run("a rollback to a source outside the project, with the existing work kept", func(t *testing.T) {
 		setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"https://git.example.com/*"} })
 		defer setProject(argoapp.DefaultProject, func(spec map[string]any) { spec["sourceRepos"] = []any{"*"} })
-		f.Create(f.Application("rollback", cluster))
-		before := f.WaitForWork("rollback", cluster)
+		before := f.propagate("rollback", cluster)
 		f.UpdateApp("rollback", func(app *unstructured.Unstructured) {
 			app.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "abc",
 				"source": map[string]any{"repoURL": "https://evil.example.com/x.git", "path": "p"}}}
@@ -275,10 +259,8 @@ func TestEnvtestTenancyRules(t *testing.T) {
 // it opts in to adopt it. One that the same hub Application pulled before (its work
 // gone, as after an uninstall that orphaned it) is its own.
 func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
+	f, cluster := startEast(t, nil)
 	g := f.G
-	cluster := f.readyCluster("east")
 	addon := &addonv1beta1.ManagedClusterAddOn{}
 	g.Expect(f.C.Get(f.Ctx, types.NamespacedName{Namespace: cluster, Name: f.opts.AddonName}, addon)).To(gomega.Succeed())
 	reported := func(name string, hub *statusv1alpha1.ObjectRef) statusv1alpha1.AppStatus {
@@ -308,6 +290,5 @@ func TestEnvtestSpokeApplicationNotPulled(t *testing.T) {
 	g.Expect(testenv.Payload(t, work).GetAnnotations()).NotTo(gomega.HaveKey(argoapp.AnnotationAdoptSpokeApplication))
 	f.ExpectNoPropagationError("local")
 
-	f.Create(f.Application("orphaned", cluster))
-	f.WaitForWork("orphaned", cluster)
+	f.propagate("orphaned", cluster)
 }

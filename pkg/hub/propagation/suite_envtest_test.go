@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,11 +100,7 @@ func (f *fixture) clusterName(short string) string { return short + "-" + f.id }
 func (f *fixture) createCluster(short string, enabled bool) string {
 	f.T.Helper()
 	name := f.clusterName(short)
-	f.G.Expect(f.C.Create(f.Ctx, &clusterv1.ManagedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       clusterv1.ManagedClusterSpec{HubAcceptsClient: true},
-	})).To(gomega.Succeed())
-	f.CreateNamespace(name)
+	f.CreateCluster(name, nil)
 	if enabled {
 		f.enableAddon(name)
 	}
@@ -113,16 +109,12 @@ func (f *fixture) createCluster(short string, enabled bool) string {
 
 func (f *fixture) enableAddon(cluster string) {
 	f.T.Helper()
-	f.G.Expect(f.C.Create(f.Ctx, &addonv1beta1.ManagedClusterAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster},
-	})).To(gomega.Succeed())
+	f.EnableAddon(cluster, f.opts.AddonName)
 }
 
 func (f *fixture) disableAddon(cluster string) {
 	f.T.Helper()
-	f.G.Expect(f.C.Delete(f.Ctx, &addonv1beta1.ManagedClusterAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: f.opts.AddonName, Namespace: cluster},
-	})).To(gomega.Succeed())
+	f.DisableAddon(cluster, f.opts.AddonName)
 }
 
 // bind creates a Placement in namespace and its PlacementDecision, as OCM's placement
@@ -149,6 +141,48 @@ func (f *fixture) readyCluster(short string) string {
 	cluster := f.createCluster(short, true)
 	f.bind(f.Namespace, cluster)
 	return cluster
+}
+
+// startEast starts a parallel test: its fixture (newFixture, with adjust) and the cluster
+// east, opted in and bound to the test's namespace (readyCluster).
+func startEast(t *testing.T, adjust func(*Options)) (*fixture, string) {
+	t.Helper()
+	t.Parallel()
+	f := newFixture(t, adjust)
+	return f, f.readyCluster("east")
+}
+
+// startUnboundEast starts a parallel test of the tenant gate: its fixture (newFixture,
+// with adjust) and the cluster east, opted in but bound to no namespace.
+func startUnboundEast(t *testing.T, adjust func(*Options)) (*fixture, string) {
+	t.Helper()
+	t.Parallel()
+	f := newFixture(t, adjust)
+	return f, f.createCluster("east", true)
+}
+
+// propagate creates the test's Application name that targets cluster, with finalizers,
+// and returns its work once the controller has applied it.
+func (f *fixture) propagate(name, cluster string, finalizers ...string) *workv1.ManifestWork {
+	f.T.Helper()
+	app := f.Application(name, cluster)
+	if len(finalizers) > 0 {
+		app.SetFinalizers(finalizers)
+	}
+	f.Create(app)
+	return f.WaitForWork(name, cluster)
+}
+
+// deleteApp deletes the test's Application name.
+func (f *fixture) deleteApp(name string) {
+	f.T.Helper()
+	f.G.Expect(f.C.Delete(f.Ctx, f.GetApp(name))).To(gomega.Succeed())
+}
+
+// expectAppGone waits until the test's Application name is gone: its finalizers released.
+func (f *fixture) expectAppGone(name string) {
+	f.T.Helper()
+	f.G.Eventually(func() *unstructured.Unstructured { return f.GetApp(name) }).Should(gomega.BeNil())
 }
 
 // setOperationFeedback plays the work agent: the work is applied, and its feedback

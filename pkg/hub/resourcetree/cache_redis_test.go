@@ -31,27 +31,12 @@ func TestWriterAsACLUserOverTLS(t *testing.T) {
 	certs := redisserver.NewTLS(t)
 	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret", TLS: certs, AuthClients: "yes"})
 	server.ACLSetUser(t, user, password, append(WriterACLRules(), "+select"))
-	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
-		Data: map[string][]byte{"password": []byte(password)}}).CoreV1().Secrets("argocd")
-	opts := argocdcache.ClientOptions{Addr: server.Addr, DB: 2, Username: user, PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
-		TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}}
-	client, err := argocdcache.NewClient(opts, secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
-	defer w.Close()
+	w := startWriter(t, argocdcache.ClientOptions{Addr: server.Addr, DB: 2, Username: user, PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
+		TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}}, password)
 
 	ctx := context.Background()
-	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
-		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeWeb(t, ctx, w)
 	treeKey := argocdcache.StoredKey(argocdcache.TreeKey("web", 0), argocdcache.CompressionGzip)
-	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
-		t.Fatalf("write: %v", err)
-	}
 	if n := server.Admin(t, 2).Exists(ctx, treeKey, sourceKey("web")).Val(); n != 2 {
 		t.Errorf("%d of the tree and its source key in database 2, want 2", n)
 	}
@@ -103,7 +88,7 @@ func TestWriterAsACLUserOverTLS(t *testing.T) {
 		{"ACL", "SETUSER", user, "+@all"},
 		{"PUBLISH", "some-channel", ""},
 	} {
-		err := client.Do(ctx, cmd...).Err()
+		err := w.client.Do(ctx, cmd...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
 			t.Errorf("%v as %s: %v, want NOPERM", cmd, user, err)
 		}
@@ -133,26 +118,11 @@ func TestMarkerSurvivesASentinelFailover(t *testing.T) {
 	master := redisserver.Start(t, redisserver.Options{Password: password})
 	replica := redisserver.Start(t, redisserver.Options{Password: password, ReplicaOf: master})
 	sentinelAddr := redisserver.StartSentinel(t, master, "argocd")
-	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
-		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte(password)}}).CoreV1().Secrets("argocd")
-	opts := argocdcache.ClientOptions{SentinelAddrs: []string{sentinelAddr}, SentinelMaster: "argocd",
-		PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}
-	client, err := argocdcache.NewClient(opts, secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
-	defer w.Close()
+	w := startWriter(t, argocdcache.ClientOptions{SentinelAddrs: []string{sentinelAddr}, SentinelMaster: "argocd",
+		PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}, password)
 
 	ctx := context.Background()
-	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
-		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeWeb(t, ctx, w)
 	if lost, err := w.checkMarker(ctx); err != nil || !lost {
 		t.Fatalf("checkMarker on a Redis without the marker: lost %v, %v; want lost", lost, err)
 	}
@@ -200,5 +170,34 @@ func TestMarkerSurvivesASentinelFailover(t *testing.T) {
 	}
 	if role, err := replica.Admin(t, 0).Do(ctx, "ROLE").Slice(); err != nil || role[0] != "master" {
 		t.Errorf("the replica's role: %v, %v; want master", role, err)
+	}
+}
+
+// startWriter returns the manager's writer (gzip, an hour's expiration) to the Redis of
+// opts, whose password is in the Secret argocd/opts.PasswordSecret; it is closed when t
+// ends.
+func startWriter(t *testing.T, opts argocdcache.ClientOptions, password string) *cacheWriter {
+	t.Helper()
+	secrets := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: opts.PasswordSecret, Namespace: "argocd"},
+		Data: map[string][]byte{opts.PasswordKey: []byte(password)}}).CoreV1().Secrets("argocd")
+	client, err := argocdcache.NewClient(opts, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &cacheWriter{client: client, target: opts.Target(), compression: argocdcache.CompressionGzip, expiration: time.Hour}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+// writeWeb writes the entries of the app web, one Pod, rendered from digest-1.
+func writeWeb(t *testing.T, ctx context.Context, w *cacheWriter) {
+	t.Helper()
+	e, err := encodeEntries(argocdcache.Tree{Nodes: []argocdcache.Node{{Ref: argocdcache.Ref{Version: "v1", Kind: "Pod", Name: "web-0"}}}},
+		[]argocdcache.ResourceDiff{{Kind: "Pod", Name: "web-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(ctx, "web", e, sourceOf("digest-1")); err != nil {
+		t.Fatalf("write: %v", err)
 	}
 }

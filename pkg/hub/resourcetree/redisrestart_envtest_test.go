@@ -1,7 +1,6 @@
 package resourcetree_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,15 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
 	"github.com/ocm-gitops/argocd-pull-addon/test/redisserver"
-	"github.com/ocm-gitops/argocd-pull-addon/test/testenv"
 )
 
 // TestTreesComeBackAfterARedisRestart runs the controller as pkg/hub wires it, as the
@@ -33,51 +29,33 @@ import (
 // Warning Event on the apps that did not change; then, settled, the manager writes
 // nothing. Redis refuses none of the manager's commands.
 func TestTreesComeBackAfterARedisRestart(t *testing.T) {
-	env := shared.Get(t)
-	ctx := context.Background()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	clusters := []string{"cluster6", "cluster7"}
 	const appsPerCluster = 10
-	for _, ns := range append([]string{"argocd"}, clusters...) {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, clusters...)
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 	const user, password = "argocd-pull-manager", "manager-s3cret"
 	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret"})
 	server.ACLSetUser(t, user, password, resourcetree.WriterACLRules())
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis-restart", Namespace: "argocd"},
-		Data: map[string][]byte{"password": []byte(password)}})).To(gomega.Succeed())
-	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
-		Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-			ClientOptions: argocdcache.ClientOptions{Addr: server.Addr, Username: user,
-				PasswordSecret: "argocd-pull-manager-redis-restart", PasswordKey: "password"},
-			Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-		}}})
+	hub.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis-restart", Namespace: "argocd"},
+		Data: map[string][]byte{"password": []byte(password)}})
+	startTreeManager(t, env, treeOptions(argocdcache.ClientOptions{Addr: server.Addr, Username: user,
+		PasswordSecret: "argocd-pull-manager-redis-restart", PasswordKey: "password"}))
 
-	hub := testenv.NewHub(t, env, "argocd")
 	var keys []string
 	var slices []*statusv1alpha1.ApplicationStatusSlice
 	for _, cluster := range clusters {
-		addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-		g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+		addon := hub.EnableAddon(cluster, addonName)
 		var apps []statusv1alpha1.AppStatus
 		for i := range appsPerCluster {
 			name := fmt.Sprintf("%s-app%d", cluster, i)
 			hub.Create(hub.Application(name, cluster))
-			apps = append(apps, statusv1alpha1.AppStatus{
-				Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
-				ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-				Sync:      statusv1alpha1.SyncStatus{Status: "Synced"},
-				Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: name, Status: "Synced"}},
-				Nodes: []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "Pod", Namespace: "web", Name: name + "-0",
-					ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "web", Name: name}}}},
-			})
-			keys = append(keys, argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip),
-				argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip))
+			apps = append(apps, syncedEntry(name,
+				[]statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: name, Status: "Synced"}},
+				statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "web", Name: name + "-0",
+					ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "web", Name: name}}}))
+			keys = append(keys, treeKey(name), managedKey(name))
 		}
-		slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: apps})
-		g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
-		slices = append(slices, slice)
+		slices = append(slices, createSlice(hub, addon, apps...))
 	}
 
 	admin := server.Admin(t, 0)
@@ -154,11 +132,8 @@ func TestTreesComeBackAfterARedisRestart(t *testing.T) {
 		server.ACLSetUser(t, user, password, resourcetree.WriterACLRules()) // as Redis' configuration gives it at start
 		g.Eventually(present, 10*time.Second, 100*time.Millisecond).Should(gomega.Equal(all), "the trees are not back")
 		t.Logf("every tree and managed resources of %d apps back %v after Redis restarted", len(keys)/2, time.Since(restarted).Round(10*time.Millisecond))
-		raw, err := admin.Get(ctx, argocdcache.StoredKey(argocdcache.TreeKey(changed.Name, 0), argocdcache.CompressionGzip)).Bytes()
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		var tree argocdcache.Tree
-		g.Expect(argocdcache.Decode(raw, true, &tree)).To(gomega.Succeed())
-		g.Expect(tree.Nodes).To(gomega.HaveLen(3), "the changed app's tree, as it is now")
+		raw, err := admin.Get(ctx, treeKey(changed.Name)).Bytes()
+		g.Expect(decodeTree(g, raw, err).Nodes).To(gomega.HaveLen(3), "the changed app's tree, as it is now")
 		g.Expect(warnings(g)).To(gomega.Equal([]string{changed.Name}), "Warning Events on apps whose write never failed")
 
 		time.Sleep(3 * time.Second)

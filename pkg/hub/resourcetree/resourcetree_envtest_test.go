@@ -49,27 +49,16 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, &shared)) }
 // app the hub Argo CD reconciles itself is never written; an unreachable Redis shows as
 // a Warning Event on the app, and the tree is written once Redis is back.
 func TestWritesTheTreesOfPulledApps(t *testing.T) {
-	env := shared.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := env.Client
-	g := testenv.NewGomega(t)
-	for _, ns := range []string{"argocd", "cluster1"} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, "cluster1")
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 
 	redis := miniredis.RunT(t)
 	redis.RequireAuth("s3cret")
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
-		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})).To(gomega.Succeed())
-	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey},
-		Compression:   argocdcache.CompressionGzip, Expiration: time.Hour,
-	}}}
-	startTreeManager(t, env, opts)
+	hub.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: argocdcache.RedisSecret, Namespace: "argocd"},
+		Data: map[string][]byte{argocdcache.RedisPasswordKey: []byte("s3cret")}})
+	startTreeManager(t, env, treeOptions(argocdcache.ClientOptions{Addr: redis.Addr(), PasswordSecret: argocdcache.RedisSecret, PasswordKey: argocdcache.RedisPasswordKey}))
 
 	// Two hub apps: one pulled (skip-reconcile), one that the hub Argo CD also pushes.
-	hub := testenv.NewHub(t, env, "argocd")
 	pulled := hub.Application("cluster1-web", "cluster1")
 	hub.Create(pulled)
 	pushed := hub.Application("cluster1-pushed", "cluster1")
@@ -79,38 +68,28 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	hub.Create(pushed)
 
 	// The agent's slice: a Deployment, its ReplicaSet and Pod.
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	addon := hub.EnableAddon("cluster1", addonName)
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
 	pod := func(name string) statusv1alpha1.ResourceNode {
 		return statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "web", Name: name, Health: healthy, Images: []string{"nginx:1"},
 			ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c"}}}
 	}
 	entry := func(name string) statusv1alpha1.AppStatus {
-		return statusv1alpha1.AppStatus{
-			Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
-			ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-			Sync: statusv1alpha1.SyncStatus{Status: "Synced"}, Health: healthy,
-			Resources: []statusv1alpha1.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web",
-				Status: "Synced", Health: healthy, Images: []string{"nginx:1"}}},
-			Nodes: []statusv1alpha1.ResourceNode{
-				{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
-					ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
-				pod("web-5d9c-a"),
-			},
-		}
+		e := syncedEntry(name, []statusv1alpha1.ResourceStatus{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web", Name: "web",
+			Status: "Synced", Health: healthy, Images: []string{"nginx:1"}}},
+			statusv1alpha1.ResourceNode{Group: "apps", Version: "v1", Kind: "ReplicaSet", Namespace: "web", Name: "web-5d9c", Health: healthy,
+				ParentRefs: []statusv1alpha1.ResourceRef{{Group: "apps", Kind: "Deployment", Namespace: "web", Name: "web"}}},
+			pod("web-5d9c-a"))
+		e.Health = healthy
+		return e
 	}
-	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0",
-		Apps: []statusv1alpha1.AppStatus{entry("cluster1-pushed"), entry("cluster1-web")}})
 	notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey("cluster1-web"))
-	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
+	slice := createSlice(hub, addon, entry("cluster1-pushed"), entry("cluster1-web"))
 
-	treeKey := argocdcache.StoredKey(argocdcache.TreeKey("cluster1-web", 0), argocdcache.CompressionGzip)
+	webKey := treeKey("cluster1-web")
 	tree := func(g gomega.Gomega) []string {
-		raw, err := redis.Get(treeKey)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		var got argocdcache.Tree
-		g.Expect(argocdcache.Decode([]byte(raw), true, &got)).To(gomega.Succeed())
+		raw, err := redis.Get(webKey)
+		got := decodeTree(g, []byte(raw), err)
 		var nodes []string
 		for _, n := range got.Nodes {
 			node := n.Kind + " " + n.Name + " " + n.Health.Status
@@ -124,8 +103,8 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Eventually(tree).Should(gomega.Equal([]string{
 		"Pod web-5d9c-a Healthy under ReplicaSet", "Deployment web Healthy", "ReplicaSet web-5d9c Healthy under Deployment",
 	}))
-	g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
-	raw, err := redis.Get(argocdcache.StoredKey(argocdcache.ManagedResourcesKey("cluster1-web"), argocdcache.CompressionGzip))
+	g.Expect(redis.TTL(webKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+	raw, err := redis.Get(managedKey("cluster1-web"))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var managed []argocdcache.ResourceDiff
 	g.Expect(argocdcache.Decode([]byte(raw), true, &managed)).To(gomega.Succeed())
@@ -164,7 +143,7 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 	g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
 
 	// The app the hub Argo CD reconciles keeps its own entries.
-	g.Expect(redis.Exists(argocdcache.StoredKey(argocdcache.TreeKey("cluster1-pushed", 0), argocdcache.CompressionGzip))).To(gomega.BeFalse())
+	g.Expect(redis.Exists(treeKey("cluster1-pushed"))).To(gomega.BeFalse())
 
 	// Redis down: a Warning Event on the app; back: written again, and said so.
 	redis.Close()
@@ -188,9 +167,63 @@ func TestWritesTheTreesOfPulledApps(t *testing.T) {
 
 	// The app goes: its entries go.
 	g.Expect(c.Delete(ctx, pulled)).To(gomega.Succeed())
-	g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeFalse())
-	g.Expect(redis.Exists(argocdcache.StoredKey(argocdcache.ManagedResourcesKey("cluster1-web"), argocdcache.CompressionGzip))).To(gomega.BeFalse())
+	g.Eventually(func() bool { return redis.Exists(webKey) }).Should(gomega.BeFalse())
+	g.Expect(redis.Exists(managedKey("cluster1-web"))).To(gomega.BeFalse())
 	g.Expect(c.Delete(ctx, pushed)).To(gomega.Succeed())
+}
+
+// begin starts a test on the shared apiserver: the hub's argocd namespace, which holds
+// the test's Applications, and the clusters' namespaces.
+func begin(t *testing.T, clusters ...string) (*testenv.Env, *testenv.Hub) {
+	env := shared.Get(t)
+	hub := testenv.NewHub(t, env, "argocd")
+	for _, ns := range append([]string{"argocd"}, clusters...) {
+		hub.CreateNamespace(ns)
+	}
+	return env, hub
+}
+
+// treeOptions returns the controller's options with the hub Argo CD's Redis at redis,
+// entries gzip-compressed and expiring after an hour.
+func treeOptions(redis argocdcache.ClientOptions) resourcetree.Options {
+	return resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
+		ClientOptions: redis, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
+	}}}
+}
+
+// syncedEntry returns the agent's slice entry of the hub app argocd/name: Synced, observed
+// now, its resources and the nodes of its tree read from the spoke Argo CD's cache.
+func syncedEntry(name string, resources []statusv1alpha1.ResourceStatus, nodes ...statusv1alpha1.ResourceNode) statusv1alpha1.AppStatus {
+	return statusv1alpha1.AppStatus{
+		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
+		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
+		Sync: statusv1alpha1.SyncStatus{Status: "Synced"}, Resources: resources, Nodes: nodes,
+	}
+}
+
+// createSlice creates the agent's first slice of the addon's cluster, with apps.
+func createSlice(hub *testenv.Hub, addon *addonv1beta1.ManagedClusterAddOn, apps ...statusv1alpha1.AppStatus) *statusv1alpha1.ApplicationStatusSlice {
+	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: apps})
+	hub.Create(slice)
+	return slice
+}
+
+// treeKey and managedKey are the Redis keys of app's tree and managed resources, as the
+// controller writes them (gzip-compressed).
+func treeKey(app string) string {
+	return argocdcache.StoredKey(argocdcache.TreeKey(app, 0), argocdcache.CompressionGzip)
+}
+
+func managedKey(app string) string {
+	return argocdcache.StoredKey(argocdcache.ManagedResourcesKey(app), argocdcache.CompressionGzip)
+}
+
+// decodeTree decodes a tree as the controller stores it, read with err.
+func decodeTree(g gomega.Gomega, raw []byte, err error) argocdcache.Tree {
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var tree argocdcache.Tree
+	g.Expect(argocdcache.Decode(raw, true, &tree)).To(gomega.Succeed())
+	return tree
 }
 
 // startTreeManager starts, until t ends, a manager with the resource tree controller as
@@ -241,44 +274,30 @@ func subscribe(t *testing.T, addr, channel string) <-chan string {
 // from Redis are written again. Unchanged entries live on: their expiration is set again,
 // and nothing else.
 func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
-	env := shared.Get(t)
-	ctx := context.Background()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	const cluster, name = "cluster2", "cluster2-api"
-	for _, ns := range []string{"argocd", cluster} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, cluster)
+	ctx, g, c := hub.Ctx, hub.G, hub.C
 	redis := miniredis.RunT(t)
-	opts := resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-		ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-	}}}
+	opts := treeOptions(argocdcache.ClientOptions{Addr: redis.Addr()})
 	startManager := func(t *testing.T) { startTreeManager(t, env, opts) }
 
-	hub := testenv.NewHub(t, env, "argocd")
 	hub.Create(hub.Application(name, cluster))
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	addon := hub.EnableAddon(cluster, addonName)
 	healthy := &statusv1alpha1.Health{Status: "Healthy"}
-	entry := statusv1alpha1.AppStatus{
-		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
-		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-		Sync: statusv1alpha1.SyncStatus{Status: "Synced", Revision: "a1"}, Health: healthy,
-		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
+	entry := syncedEntry(name, []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "Service", Namespace: "api", Name: "api", Status: "Synced", Health: healthy}},
 		// A tree, which the manager's cache leaves out: a restarted manager knows the
 		// entry by the digest of its whole content.
-		Nodes: []statusv1alpha1.ResourceNode{{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Namespace: "api", Name: "api-x1",
-			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "Service", Namespace: "api", Name: "api"}}}},
-	}
-	slice := clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}})
-	g.Expect(c.Create(ctx, slice)).To(gomega.Succeed())
+		statusv1alpha1.ResourceNode{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Namespace: "api", Name: "api-x1",
+			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "Service", Namespace: "api", Name: "api"}}})
+	entry.Sync.Revision, entry.Health = "a1", healthy
+	slice := createSlice(hub, addon, entry)
 
-	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
+	apiKey := treeKey(name)
 	sliceReads := sliceReadCounter(t, env)
 	sourceKey := "argocd-pull|resource-tree-source|" + name
 	t.Run("the first manager writes the tree", func(t *testing.T) {
 		startManager(t)
-		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
+		g.Eventually(func() bool { return redis.Exists(apiKey) }).Should(gomega.BeTrue())
 		// A change that shows nowhere in the tree: the entries stay, and say what they
 		// are rendered from now.
 		before, err := redis.Get(sourceKey)
@@ -300,15 +319,15 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		startManager(t)
 		g.Eventually(redis.CommandCount).Should(gomega.BeNumerically(">=", commandsBefore+3), "the manager reads what an earlier one wrote")
 		g.Consistently(notes, 2*time.Second).ShouldNot(gomega.Receive())
-		g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", 50*time.Minute, time.Minute), "the tree was written again")
+		g.Expect(redis.TTL(apiKey)).To(gomega.BeNumerically("~", 50*time.Minute, time.Minute), "the tree was written again")
 		g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads")
 	})
 
 	t.Run("a restarted manager writes a tree that is gone", func(t *testing.T) {
-		redis.Del(treeKey)
+		redis.Del(apiKey)
 		startManager(t)
-		g.Eventually(func() bool { return redis.Exists(treeKey) }).Should(gomega.BeTrue())
-		g.Expect(redis.TTL(treeKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
+		g.Eventually(func() bool { return redis.Exists(apiKey) }).Should(gomega.BeTrue())
+		g.Expect(redis.TTL(apiKey)).To(gomega.BeNumerically("~", time.Hour, time.Minute))
 	})
 
 	t.Run("an unchanged tree lives on without its slice read or its entries written", func(t *testing.T) {
@@ -316,13 +335,13 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 		readsBefore := sliceReads()
 		notes := subscribe(t, redis.Addr(), argocdcache.ManagedResourcesKey(name))
 		startManager(t)
-		g.Eventually(func() time.Duration { return redis.TTL(treeKey) }, 5*time.Second).Should(
+		g.Eventually(func() time.Duration { return redis.TTL(apiKey) }, 5*time.Second).Should(
 			gomega.BeNumerically("<=", 4*time.Second), "the expiration is set again")
-		for _, key := range []string{argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip), sourceKey} {
+		for _, key := range []string{managedKey(name), sourceKey} {
 			g.Expect(redis.TTL(key)).To(gomega.BeNumerically("<=", 4*time.Second), key)
 		}
 		g.Consistently(notes, 3*time.Second).ShouldNot(gomega.Receive())
-		g.Expect(redis.Exists(treeKey)).To(gomega.BeTrue())
+		g.Expect(redis.Exists(apiKey)).To(gomega.BeTrue())
 		g.Expect(sliceReads()-readsBefore).To(gomega.BeZero(), "slice reads")
 	})
 }
@@ -334,43 +353,25 @@ func TestARestartedManagerLeavesUnchangedTrees(t *testing.T) {
 // cluster do, and a change of the destination rewrites the tree at once, though the
 // cluster's slice stays as it was.
 func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
-	env := shared.Get(t)
-	ctx := context.Background()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	const cluster, name = "cluster3", "cluster3-canary"
-	for _, ns := range []string{"argocd", cluster} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, cluster)
+	g := hub.G
 	redis := miniredis.RunT(t)
-	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
-		HubClusterName: "local-cluster", Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-			ClientOptions: argocdcache.ClientOptions{Addr: redis.Addr()}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-		}}})
+	opts := treeOptions(argocdcache.ClientOptions{Addr: redis.Addr()})
+	opts.HubClusterName = "local-cluster"
+	startTreeManager(t, env, opts)
 
-	hub := testenv.NewHub(t, env, "argocd")
 	hub.Create(hub.Application(name, cluster)) // destination: https://kubernetes.default.svc
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
-	entry := statusv1alpha1.AppStatus{
-		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
-		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-		Sync:      statusv1alpha1.SyncStatus{Status: "Synced"},
-		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "canary", Status: "Synced"}},
-		Nodes: []statusv1alpha1.ResourceNode{{Version: "v1", Kind: "Pod", Namespace: "kube-system", Name: "canary-0",
-			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "kube-system", Name: "canary"}}}},
-	}
-	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+	createSlice(hub, hub.EnableAddon(cluster, addonName), syncedEntry(name,
+		[]statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "kube-system", Name: "canary", Status: "Synced"}},
+		statusv1alpha1.ResourceNode{Version: "v1", Kind: "Pod", Namespace: "kube-system", Name: "canary-0",
+			ParentRefs: []statusv1alpha1.ResourceRef{{Kind: "ConfigMap", Namespace: "kube-system", Name: "canary"}}}))
 
-	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
 	// uids returns each node's UID and its parent's, as argocd-server reads them.
 	uids := func(g gomega.Gomega) []string {
-		raw, err := redis.Get(treeKey)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		var tree argocdcache.Tree
-		g.Expect(argocdcache.Decode([]byte(raw), true, &tree)).To(gomega.Succeed())
+		raw, err := redis.Get(treeKey(name))
 		var out []string
-		for _, n := range tree.Nodes {
+		for _, n := range decodeTree(g, []byte(raw), err).Nodes {
 			out = append(out, n.Kind+"="+n.UID)
 			for _, p := range n.ParentRefs {
 				out = append(out, n.Kind+"^"+p.Kind+"="+p.UID)
@@ -401,49 +402,30 @@ func TestNodesCarryUIDsOnlyWhenTheDestinationIsTheManagedCluster(t *testing.T) {
 // client certificate files, --argocd-redisdb=4, --argocd-redis-username and its password
 // Secret), a pulled app's tree is written in database 4, and database 0 holds nothing.
 func TestWritesTheTreeAsConfigured(t *testing.T) {
-	env := shared.Get(t)
-	ctx := context.Background()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	const cluster, name = "cluster4", "cluster4-web"
-	for _, ns := range []string{"argocd", cluster} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, cluster)
+	ctx, g := hub.Ctx, hub.G
 	const user, password = "argocd-pull-manager", "manager-s3cret"
 	certs := redisserver.NewTLS(t)
 	server := redisserver.Start(t, redisserver.Options{Password: "default-s3cret", TLS: certs, AuthClients: "yes"})
 	server.ACLSetUser(t, user, password, append(resourcetree.WriterACLRules(), "+select"))
-	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
-		Data: map[string][]byte{"password": []byte(password)}})).To(gomega.Succeed())
-	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2,
-		HubClusterName: "local-cluster", Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-			ClientOptions: argocdcache.ClientOptions{Addr: server.Addr, DB: 4, Username: user,
-				PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
-				TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}},
-			Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-		}}})
+	hub.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-pull-manager-redis", Namespace: "argocd"},
+		Data: map[string][]byte{"password": []byte(password)}})
+	opts := treeOptions(argocdcache.ClientOptions{Addr: server.Addr, DB: 4, Username: user,
+		PasswordSecret: "argocd-pull-manager-redis", PasswordKey: "password",
+		TLS: argocdcache.TLSOptions{Enabled: true, CAFile: certs.CAFile, ClientCertFile: certs.ClientCertFile, ClientKeyFile: certs.ClientKeyFile}})
+	opts.HubClusterName = "local-cluster"
+	startTreeManager(t, env, opts)
 
-	hub := testenv.NewHub(t, env, "argocd")
 	hub.Create(hub.Application(name, cluster))
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
-	entry := statusv1alpha1.AppStatus{
-		Namespace: "argocd", Name: name, Hub: &statusv1alpha1.ObjectRef{Namespace: "argocd", Name: name},
-		ObservedAt: metav1.NewTime(time.Now().Truncate(time.Second)), TreeSource: statusv1alpha1.TreeSourceArgoCDCache,
-		Sync:      statusv1alpha1.SyncStatus{Status: "Synced"},
-		Resources: []statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "web", Status: "Synced"}},
-	}
-	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+	createSlice(hub, hub.EnableAddon(cluster, addonName), syncedEntry(name,
+		[]statusv1alpha1.ResourceStatus{{Version: "v1", Kind: "ConfigMap", Namespace: "web", Name: "web", Status: "Synced"}}))
 
-	treeKey := argocdcache.StoredKey(argocdcache.TreeKey(name, 0), argocdcache.CompressionGzip)
 	db4 := server.Admin(t, 4)
 	nodes := func(g gomega.Gomega) []string {
-		raw, err := db4.Get(ctx, treeKey).Bytes()
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		var tree argocdcache.Tree
-		g.Expect(argocdcache.Decode(raw, true, &tree)).To(gomega.Succeed())
+		raw, err := db4.Get(ctx, treeKey(name)).Bytes()
 		var out []string
-		for _, n := range tree.Nodes {
+		for _, n := range decodeTree(g, raw, err).Nodes {
 			out = append(out, n.Kind+" "+n.Name)
 		}
 		return out
@@ -461,22 +443,13 @@ func TestWritesTheTreeAsConfigured(t *testing.T) {
 // state that is not redacted, written into the slice past the encoder (a faulty or
 // hostile agent), never reaches Redis.
 func TestWritesTheDiffsOfOutOfSyncResources(t *testing.T) {
-	env := shared.Get(t)
-	ctx := context.Background()
-	c := env.Client
-	g := testenv.NewGomega(t)
 	const cluster, name = "cluster5", "cluster5-web"
-	for _, ns := range []string{"argocd", cluster} {
-		g.Expect(testenv.CreateNamespace(ctx, c, ns)).To(gomega.Succeed())
-	}
+	env, hub := begin(t, cluster)
+	ctx, g := hub.Ctx, hub.G
 	server := redisserver.Start(t, redisserver.Options{})
-	startTreeManager(t, env, resourcetree.Options{AddonName: addonName, ArgoCDNamespace: "argocd", Concurrency: 2, Settings: resourcetree.Settings{Redis: resourcetree.RedisOptions{
-		ClientOptions: argocdcache.ClientOptions{Addr: server.Addr}, Compression: argocdcache.CompressionGzip, Expiration: time.Hour,
-	}}})
-	hub := testenv.NewHub(t, env, "argocd")
+	startTreeManager(t, env, treeOptions(argocdcache.ClientOptions{Addr: server.Addr}))
 	hub.Create(hub.Application(name, cluster))
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: cluster}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	addon := hub.EnableAddon(cluster, addonName)
 
 	deployment := func(replicas string) string {
 		return `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":` + replicas + `}}`
@@ -507,11 +480,11 @@ func TestWritesTheDiffsOfOutOfSyncResources(t *testing.T) {
 	entry.Diffs = append(entry.Diffs,
 		statusv1alpha1.ResourceDiff{Kind: "Secret", Namespace: "web", Name: "forged", LiveState: secret("forged", "c2VjcmV0"), TargetState: secret("forged", "++++++++")},
 		statusv1alpha1.ResourceDiff{Kind: "ConfigMap", Namespace: "web", Name: "web", LiveState: configMap, TargetState: configMap})
-	g.Expect(c.Create(ctx, clusterreport.SliceObject(addon, clusterreport.Slice{Name: "argocd-pull-0", Apps: []statusv1alpha1.AppStatus{entry}}))).To(gomega.Succeed())
+	createSlice(hub, addon, entry)
 
 	admin := server.Admin(t, 0)
 	managed := func(g gomega.Gomega) map[string]argocdcache.ResourceDiff {
-		raw, err := admin.Get(ctx, argocdcache.StoredKey(argocdcache.ManagedResourcesKey(name), argocdcache.CompressionGzip)).Bytes()
+		raw, err := admin.Get(ctx, managedKey(name)).Bytes()
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		var items []argocdcache.ResourceDiff
 		g.Expect(argocdcache.Decode(raw, true, &items)).To(gomega.Succeed())

@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,14 +58,11 @@ func TestHubMirrorsTheSlices(t *testing.T) {
 	// had to leave the app's resources out.
 	app := testenv.PulledApplication("apps", "web", "cluster1")
 	g.Expect(c.Create(ctx, app)).To(gomega.Succeed())
-	work := testenv.PropagatedWork(app, "cluster1", addonName)
-	g.Expect(c.Create(ctx, work)).To(gomega.Succeed())
-	work.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", "web", map[string]string{
+	hub := testenv.NewHub(t, env, "apps")
+	work := hub.CreateFedWork(app, "cluster1", addonName, map[string]string{
 		argoapp.FeedbackHealthStatus: "Degraded", argoapp.FeedbackSyncStatus: "Synced", argoapp.FeedbackSyncRevision: "rev1",
-	})}
-	g.Expect(c.Status().Update(ctx, work)).To(gomega.Succeed())
-	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonName, Namespace: "cluster1"}}
-	g.Expect(c.Create(ctx, addon)).To(gomega.Succeed())
+	})
+	addon := hub.EnableAddon("cluster1", addonName)
 	enc, err := clusterreport.Encode(clusterreport.Report{Apps: []clusterreport.App{{
 		Namespace: "argocd", Name: "web", ManifestWork: work.Name, Sync: argoapp.SyncStatus{Status: "Synced", Revision: "rev1"},
 		Health: argoapp.HealthStatus{Status: "Degraded"}, ResourcesOmitted: 150, ObservedAt: time.Now(),
