@@ -34,7 +34,9 @@ import (
 // and Healthy, and shows nodes with UIDs; admin is argocd-server's client as admin.
 func liveViewSpecs(app, namespace string, target func() *fleet.ManagedCluster, admin func() *fleet.ArgoCDClient) {
 	const deployment = "guestbook-ui"
-	cli := func(ctx context.Context, args ...string) (string, int) { return runArgoCD(ctx, admin().Token(), args...) }
+	cli := func(ctx context.Context, args ...string) (string, int) {
+		return runArgoCD(ctx, admin().Token(), args...)
+	}
 	// liveResource is the UI's call for a node's live manifest.
 	liveResource := func(ctx context.Context, client *fleet.ArgoCDClient, kind, group, name string) (int, string) {
 		query := url.Values{"appNamespace": {fleet.ArgoCDNamespace}, "namespace": {namespace}, "resourceName": {name},
