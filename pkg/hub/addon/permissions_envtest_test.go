@@ -204,7 +204,7 @@ func TestAgentHubIdentityIsConfinedToItsOwnAddon(t *testing.T) {
 			return proxyCall(http.MethodGet, resourceproxy.ClientPath("c1")+"/api/v1/namespaces/default/secrets")
 		},
 		"open a tunnel as another addon's agent": func() error {
-			return kubernetes.NewForConfigOrDie(otherCfg).CoreV1().RESTClient().Get().AbsPath(resourceproxy.AgentPath("c1")).Do(ctx).Error()
+			return kubernetes.NewForConfigOrDie(agentConfig(env, "c1", "other-addon")).CoreV1().RESTClient().Get().AbsPath(resourceproxy.AgentPath("c1")).Do(ctx).Error()
 		},
 	}
 	for what, call := range refused {
