@@ -179,6 +179,18 @@ func TestDefaults(t *testing.T) {
 		"Service " + namespace + "/" + managerName + "-metrics",
 		"ServiceAccount " + namespace + "/" + managerName,
 		"NetworkPolicy " + argocdNS + "/" + managerName + "-redis",
+		// The resource proxy (docs/operations.md, "The resource proxy").
+		"APIService /v1alpha1.proxy.argocd-pull.open-cluster-management.io",
+		"Service " + namespace + "/" + addonName + "-resource-proxy",
+		"ServiceAccount " + argocdNS + "/" + addonName + "-resource-proxy",
+		"Secret " + argocdNS + "/" + addonName + "-resource-proxy-token",
+		"ClusterRole /" + addonName + "-resource-proxy-client",
+		"ClusterRoleBinding /" + addonName + "-resource-proxy-client",
+		"ClusterRole /" + managerName + "-resource-proxy",
+		"ClusterRoleBinding /" + managerName + "-resource-proxy",
+		"Role " + argocdNS + "/" + managerName + "-resource-proxy",
+		"RoleBinding " + argocdNS + "/" + managerName + "-resource-proxy",
+		"RoleBinding kube-system/" + managerName + "-resource-proxy",
 	}
 	slices.Sort(want)
 	if !slices.Equal(kinds, want) {
@@ -285,7 +297,7 @@ func TestNonDefaultValues(t *testing.T) {
 		"manager.watchNamespaces={team-a,team-b}", "manager.requirePlacementBinding=false",
 		"manager.concurrency=8", "manager.logVerbosity=4", "manager.reportBudgetBytes=2097152", "manager.maxStatusSlicesPerCluster=300", "agent.watchNamespaces={openshift-gitops}",
 		"agent.image=registry.example.com/gitops/agent:v9", "resources.limits.memory=1Gi",
-		"addOnDeploymentConfig.create=false", "metrics.service=false",
+		"addOnDeploymentConfig.create=false", "metrics.service=false", "resourceProxy.enabled=false",
 		// OpenShift GitOps' Redis (docs/operations.md).
 		"hubArgoCDCache.tls.enabled=true", "hubArgoCDCache.tls.caConfigMap.name=openshift-service-ca.crt",
 		"hubArgoCDCache.tls.caConfigMap.key=service-ca.crt", "hubArgoCDCache.passwordSecret.name=openshift-gitops-redis-initial-password",
@@ -329,8 +341,8 @@ func TestNonDefaultValues(t *testing.T) {
 	}) {
 		t.Errorf("the leader election Role does not name the manager's Lease my-pull-addon-manager: %+v", lease.Rules)
 	}
-	if len(find(objs, "AddOnDeploymentConfig")) != 0 || len(find(objs, "Service")) != 0 {
-		t.Error("addOnDeploymentConfig.create=false and metrics.service=false still render them")
+	if len(find(objs, "AddOnDeploymentConfig")) != 0 || len(find(objs, "Service")) != 0 || len(find(objs, "APIService")) != 0 {
+		t.Error("addOnDeploymentConfig.create=false, metrics.service=false and resourceProxy.enabled=false still render them")
 	}
 	cma := one(t, objs, "ClusterManagementAddOn", "/my-pull")
 	configs, _, _ := unstructured.NestedSlice(cma.Object, "spec", "supportedConfigs")

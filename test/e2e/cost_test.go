@@ -27,9 +27,10 @@ var _ = Describe("The hub's cost of a rollout", Ordered, func() {
 		label    = "e2e.argocd-pull/cost-appset"
 		perCount = 10
 		// costBound is the writes per app this spec allows: what the fleet measured
-		// (28.6 on 2026-11-28, opting the clusters in included) with some room, so that a
-		// change that costs more is seen.
-		costBound = 32.0
+		// (28.6, 29.2 and 31.4 in three runs on 2026-11-28, opting the clusters in
+		// included) with room for a loaded machine, so that a change that costs more is
+		// seen.
+		costBound = 40.0
 	)
 	var (
 		hub     hubClients

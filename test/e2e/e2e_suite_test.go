@@ -144,6 +144,7 @@ func clusteradmEnable(ctx context.Context, cluster string) {
 // ends, disables it and waits until the agent is gone from the cluster, so that the next
 // spec on the cluster starts without it.
 func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
+	pruneIssuedAgentCSRs(ctx, cluster.Name)
 	clusteradmEnable(ctx, cluster.Name)
 	addons, err := addonclient.NewForConfig(theFleet.Hub.Config)
 	Expect(err).NotTo(HaveOccurred())
@@ -152,6 +153,22 @@ func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
 		Expect(ignoreNotFound(err)).To(Succeed())
 		eventually(ctx, agentGone(cluster)).Should(BeTrue(), "agent removed from %s", cluster.Name)
 	})
+}
+
+// pruneIssuedAgentCSRs deletes the hub's certificate requests of the addon's agent on
+// cluster whose certificate was issued, as kube-controller-manager's csrcleaner does an
+// hour after: the klusterlet creates no more than 10 requests of an addon's agent while
+// they stand (OCM's addonCSRThreshold), and the suite opts a cluster in and out more
+// often than that in an hour. Pending requests stay.
+func pruneIssuedAgentCSRs(ctx context.Context, cluster string) {
+	csrs := theFleet.Hub.Kube.CertificatesV1().CertificateSigningRequests()
+	list, err := csrs.List(ctx, metav1.ListOptions{LabelSelector: "open-cluster-management.io/cluster-name=" + cluster + ",open-cluster-management.io/addon-name=" + addonName})
+	Expect(err).NotTo(HaveOccurred())
+	for _, csr := range list.Items {
+		if len(csr.Status.Certificate) > 0 {
+			Expect(ignoreNotFound(csrs.Delete(ctx, csr.Name, metav1.DeleteOptions{}))).To(Succeed())
+		}
+	}
 }
 
 // applyAddonPlacementForSpec applies the Placement name of the clusters where the addon
