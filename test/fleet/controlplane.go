@@ -113,6 +113,8 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// KWOK serves the kubelet API of every fake Node on loopback (scheduling.go).
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
 	}}); err != nil {
 		return nil, err

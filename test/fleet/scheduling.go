@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // What runs Pods on a managed cluster: kube-scheduler binds them to Nodes, and KWOK
@@ -88,6 +89,11 @@ options:
         kubeProxyVersion: {{ $kwokVersion }}
         kubeletVersion: {{ $kwokVersion }}
       phase: Running
+      {{ with NodePort }}
+      daemonEndpoints:
+        kubeletEndpoint:
+          Port: {{ . }}
+      {{ end }}
 `+kwokStage("node-heartbeat-with-lease", "Node")+`    - key: '.status.phase'
       operator: In
       values: [Running]
@@ -290,14 +296,32 @@ func startWorkloads(ctx context.Context, sup *supervisor, bin string, cp *Contro
 	if err := cp.ServiceAccountKubeconfig(ctx, kubeSystem, kwokServiceAccount, kc, tokenTTL); err != nil {
 		return err
 	}
+	// KWOK plays the kubelet's API too, for the apiserver's Pod logs: on a free loopback
+	// port, which the Nodes advertise (InternalIP 127.0.0.1, their kubelet endpoint), with
+	// a serving certificate of the cluster CA; every container's log is podLogLines.
+	serving, err := cp.ca.issueServing("kwok")
+	if err != nil {
+		return err
+	}
+	logsFile := filepath.Join(dir, "container.log")
+	if err := writeFiles(dir, map[string][]byte{"kubelet.crt": serving.CertPEM, "kubelet.key": serving.KeyPEM,
+		"container.log": []byte(podLogLines)}); err != nil {
+		return err
+	}
+	ports, err := loopback.FreePorts(1)
+	if err != nil {
+		return err
+	}
 	config := filepath.Join(dir, "kwok.yaml")
-	if err := os.WriteFile(config, []byte(kwokConfig), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(kwokConfig+fmt.Sprintf(kwokClusterLogs, logsFile)), 0o600); err != nil {
 		return err
 	}
 	// HOME keeps kwok from reading a ~/.kwok/kwok.yaml of the user.
 	if _, err := sup.start(processSpec{Name: cp.Name + "-kwok", Path: filepath.Join(bin, "kwok"),
-		Env:  []string{"HOME=" + dir},
-		Args: []string{"--kubeconfig=" + kc, "--config=" + config},
+		Env: []string{"HOME=" + dir},
+		Args: []string{"--kubeconfig=" + kc, "--config=" + config,
+			"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]), "--node-port=" + strconv.Itoa(ports[0]),
+			"--tls-cert-file=" + filepath.Join(dir, "kubelet.crt"), "--tls-private-key-file=" + filepath.Join(dir, "kubelet.key")},
 	}); err != nil {
 		return err
 	}
@@ -308,6 +332,27 @@ func startWorkloads(ctx context.Context, sup *supervisor, bin string, cp *Contro
 	}
 	return waitNodesReady(ctx, sup, cp)
 }
+
+// PodLogLine is in the log of every container of a managed cluster's Pods, as KWOK serves
+// it (kwokClusterLogs); podLogLines is the log, in the CRI format KWOK reads.
+const PodLogLine = "guestbook-ui: listening on :80"
+
+var podLogLines = "2026-01-01T00:00:00.000000000Z stdout F " + PodLogLine + "\n" +
+	"2026-01-01T00:00:01.000000000Z stdout F guestbook-ui: ready\n"
+
+// kwokClusterLogs gives every container of every Pod the log file %s, followed.
+const kwokClusterLogs = `
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata: {name: every-container}
+spec:
+  selector: {}
+  logs:
+  - containers: []
+    logsFile: %s
+    follow: true
+`
 
 // kwokNode is the i-th fake Node, as a kubelet would register it.
 func kwokNode(i int) *corev1.Node {
@@ -326,7 +371,8 @@ func kwokNode(i int) *corev1.Node {
 		Status: corev1.NodeStatus{
 			Allocatable: resources, Capacity: resources,
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: "10.1.0." + strconv.Itoa(i+1)},
+				// KWOK serves every Node's kubelet API on loopback.
+				{Type: corev1.NodeInternalIP, Address: "127.0.0.1"},
 				{Type: corev1.NodeHostName, Address: name},
 			},
 		},
