@@ -92,13 +92,18 @@ func TestAgentCSRApprovalOnARealHub(t *testing.T) {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: c.by.user,
 			Groups: []string{c.by.group, registrationGroupAll}}
 		as := kubernetes.NewForConfigOrDie(cfg)
-		// As the klusterlet creates it (OCM's register/csr).
-		if _, err := as.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name,
-				Labels: map[string]string{clusterv1.ClusterNameLabelKey: "cluster1", addonv1beta1.AddonLabelKey: testAddon}},
-			Spec: certificatesv1.CertificateSigningRequestSpec{Request: pemRequest(t, c.request),
-				SignerName: certificatesv1.KubeAPIServerClientSignerName, Usages: agentCSRUsages},
-		}, metav1.CreateOptions{}); err != nil {
+		// As the klusterlet creates it (OCM's register/csr), once the binding above takes
+		// effect (the apiserver's RBAC cache follows it within a moment).
+		request := pemRequest(t, c.request)
+		if err := untilBound(func() error {
+			_, err := as.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: c.name,
+					Labels: map[string]string{clusterv1.ClusterNameLabelKey: "cluster1", addonv1beta1.AddonLabelKey: testAddon}},
+				Spec: certificatesv1.CertificateSigningRequestSpec{Request: request,
+					SignerName: certificatesv1.KubeAPIServerClientSignerName, Usages: agentCSRUsages},
+			}, metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			t.Fatalf("%s creates %s: %v", c.by.user, c.name, err)
 		}
 		stored, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, c.name, metav1.GetOptions{})
