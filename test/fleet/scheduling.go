@@ -62,6 +62,8 @@ options:
   nodePlayStageParallelism: 2
   podsOnNodeSyncParallelism: 2
   enablePodsOnNodeSyncStreamWatch: true
+  # The kubelet API's container logs (startWorkloads, kwokClusterLogs).
+  enableDebuggingHandlers: true
 `+kwokStage("node-initialize", "Node")+`    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ['True']

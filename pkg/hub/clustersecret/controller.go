@@ -292,12 +292,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	desired := desiredSecret(key, managedCluster, r.opts.AddonName)
+	// Without the resource proxy's client token (its Secret not filled yet, or gone), the
+	// Secret is kept without a way to the proxy, for the ApplicationSet generators, and
+	// the token is asked again soon.
+	var result ctrl.Result
 	if r.opts.ResourceProxy != nil {
 		token, err := r.tokens.get(ctx)
 		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := withProxyAccess(desired, cluster, *r.opts.ResourceProxy, token); err != nil {
+			log.Info("the Argo CD cluster secret waits for the resource proxy's client token", "secret", key, "error", err.Error())
+			result.RequeueAfter = tokenRetry
+		} else if err := withProxyAccess(desired, cluster, *r.opts.ResourceProxy, token); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -307,14 +311,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("extract the fields of secret %s: %w", key, err)
 		}
 		if equality.Semantic.DeepEqual(owned, desired) {
-			return ctrl.Result{}, nil
+			return result, nil
 		}
 	}
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(ControllerName), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply secret %s: %w", key, err)
 	}
 	log.Info("applied the Argo CD cluster secret", "secret", key, "created", existing == nil)
-	return ctrl.Result{}, nil
+	return result, nil
 }
 
 // otherClusterSecret returns the name of an Argo CD cluster Secret of the cluster that

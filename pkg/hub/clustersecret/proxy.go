@@ -16,6 +16,10 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/resourceproxy"
 )
 
+// tokenRetry is how soon a cluster Secret written without the client token asks for it
+// again.
+const tokenRetry = 10 * time.Second
+
 // proxyTokenTTL is how long a read of the client token serves: a rotated token reaches
 // the Secrets within it, and 1,000 reconciles at a start cost one read.
 const proxyTokenTTL = time.Minute
