@@ -112,8 +112,20 @@ func (p *resourceProxy) run(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, proxyBackoffMax)
+		if errors.Is(err, errProxyNotServed) {
+			// A hub without the resource proxy: asked again now and then, not every 30 s
+			// by every cluster.
+			backoff = proxyNotServedRetry
+		}
 	}
 }
+
+// errProxyNotServed: the hub serves no resource proxy (its APIService is absent).
+var errProxyNotServed = errors.New("the hub serves no resource proxy")
+
+// proxyNotServedRetry is how long the agent waits to ask again a hub that serves no
+// resource proxy.
+const proxyNotServedRetry = 5 * time.Minute
 
 // serveTunnel opens the tunnel and serves its requests until it closes; opened says it
 // was open.
@@ -131,7 +143,11 @@ func (p *resourceProxy) serveTunnel(ctx context.Context) (opened bool, err error
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return false, fmt.Errorf("the hub answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("the hub answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w: %w", errProxyNotServed, err)
+		}
+		return false, err
 	}
 	p.a.log.Info("the resource proxy's tunnel is open")
 	scanner := bufio.NewScanner(resp.Body)
@@ -154,7 +170,10 @@ func (p *resourceProxy) serveTunnel(ctx context.Context) (opened bool, err error
 			p.serve(ctx, r)
 		}()
 	}
-	return true, scanner.Err()
+	if err := scanner.Err(); err != nil {
+		return true, err
+	}
+	return true, errors.New("the hub closed the tunnel")
 }
 
 // serve checks and runs one request, and answers it.

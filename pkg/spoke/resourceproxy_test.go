@@ -1,8 +1,13 @@
 package spoke
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -45,5 +50,31 @@ func TestParseAPIPath(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("parseAPIPath(%q) = %+v, %v; want %+v, %v", tc.path, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestTunnelEnds: a tunnel the hub closes cleanly ends with an error (the loop logs it and
+// opens it again), and a hub that serves no resource proxy says so (the loop then waits
+// proxyNotServedRetry).
+func TestTunnelEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		wantOpened bool
+		notServed  bool
+	}{
+		{"closed by the hub", http.StatusOK, true, false},
+		{"no resource proxy on the hub", http.StatusNotFound, false, true},
+		{"the manager unavailable", http.StatusServiceUnavailable, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tc.status) }))
+			defer ts.Close()
+			p := &resourceProxy{a: &agent{log: logr.Discard(), opts: Options{ClusterName: "c1"}}, hub: ts.Client(), hubURL: ts.URL}
+			opened, err := p.serveTunnel(context.Background())
+			if opened != tc.wantOpened || err == nil || errors.Is(err, errProxyNotServed) != tc.notServed {
+				t.Errorf("serveTunnel = %v, %v; want opened %v, an error, not served %v", opened, err, tc.wantOpened, tc.notServed)
+			}
+		})
 	}
 }
