@@ -281,10 +281,14 @@ func newDiscoveryClient(config *rest.Config) (discoveryClient, error) {
 	return discoveryClient{rest: c}, nil
 }
 
-// ServerResourcesForGroupVersion returns the resources that the apiserver serves in gv,
-// or a NotFound error when it does not serve gv.
+// ServerResourcesForGroupVersion returns the resources that the apiserver serves in gv
+// (the core group's under /api), or a NotFound error when it does not serve gv.
 func (d discoveryClient) ServerResourcesForGroupVersion(ctx context.Context, gv schema.GroupVersion) (*metav1.APIResourceList, error) {
-	raw, err := d.rest.Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Raw()
+	path := []string{"/apis", gv.Group, gv.Version}
+	if gv.Group == "" {
+		path = []string{"/api", gv.Version}
+	}
+	raw, err := d.rest.Get().AbsPath(path...).Do(ctx).Raw()
 	if err != nil {
 		return nil, err
 	}

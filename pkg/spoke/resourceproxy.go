@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -533,26 +534,13 @@ func (p *resourceProxy) served(ctx context.Context, gv schema.GroupVersion, has 
 	if ok && time.Since(cached.at) < resourceKindsTTL && has(cached) {
 		return cached, nil
 	}
-	path := "/apis/" + gv.Group + "/" + gv.Version
-	if gv.Group == "" {
-		path = "/api/" + gv.Version
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.spokeURL+path, nil)
-	if err != nil {
-		return resourceKinds{}, err
-	}
-	resp, err := p.spoke.Do(req)
-	if err != nil {
-		return resourceKinds{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	// Discovery as the agent itself: every authenticated user may read it.
+	list, err := p.a.spokeDiscovery.ServerResourcesForGroupVersion(ctx, gv)
+	if apierrors.IsNotFound(err) {
 		return resourceKinds{}, &proxyRefusal{code: http.StatusNotFound, reason: metav1.StatusReasonNotFound,
 			message: fmt.Sprintf("managed cluster %s serves no %s", p.a.opts.ClusterName, gv)}
-	}
-	var list metav1.APIResourceList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return resourceKinds{}, fmt.Errorf("decode the discovery of %s: %w", gv, err)
+	} else if err != nil {
+		return resourceKinds{}, fmt.Errorf("the discovery of %s: %w", gv, err)
 	}
 	cached = resourceKinds{kinds: map[string]string{}, at: time.Now()}
 	for _, res := range list.APIResources {
