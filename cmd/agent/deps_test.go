@@ -10,7 +10,7 @@ import (
 // Kubernetes API, which any typed clientset, the discovery client or a generated informer
 // pulls in; controller-runtime's manager; and the strategic merge patch of client-go's
 // event recorder, with the OpenAPI models and protobuf. Together they took 25 MiB of the
-// agent's resident memory before it did anything (docs/design.md, section 3.5).
+// agent's resident memory before it did anything (docs/design.md, section 3.7).
 var heavyPackages = []string{
 	"k8s.io/client-go/kubernetes/scheme",
 	"k8s.io/client-go/informers",

@@ -568,7 +568,7 @@ func NewClient(opts ClientOptions, secrets SecretGetter) (*redis.Client, error) 
 }
 
 // SecretGetter reads a Secret of Argo CD's namespace: client-go's typed SecretInterface,
-// or the agent's reader, which links no typed clientset (docs/design.md, section 3.5).
+// or the agent's reader, which links no typed clientset (docs/design.md, section 3.7).
 type SecretGetter interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
 }

@@ -5,7 +5,7 @@ package spoke
 // unstructured content: a typed clientset, the discovery client or a generated informer
 // links client-go's registry of every Kubernetes API (k8s.io/client-go/kubernetes/scheme),
 // whose code and data made up most of the agent's resident memory (docs/design.md,
-// section 3.5).
+// section 3.7).
 
 import (
 	"context"

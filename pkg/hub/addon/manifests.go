@@ -39,7 +39,7 @@ const (
 // garbage collection target. The agent is idle but for a publish now and then, so a
 // collection when the heap has grown by half (GOGC=50) rather than doubled costs it
 // little CPU, and keeps its resident memory near its live heap: on a cluster of 500
-// apps of 20 resources the live heap is about 12 MiB (docs/design.md, section 3.5).
+// apps of 20 resources the live heap is about 12 MiB (docs/design.md, section 3.7).
 var (
 	AgentMemoryRequest = resource.MustParse("32Mi")
 	AgentMemoryLimit   = resource.MustParse("128Mi")
