@@ -38,8 +38,8 @@ const (
 // (GOMEMLIMIT, through the downward API, as the chart does for the manager), and its
 // garbage collection target. The agent is idle but for a publish now and then, so a
 // collection when the heap has grown by half (GOGC=50) rather than doubled costs it
-// little CPU, and keeps its resident memory near its live heap: on a cluster of 500
-// apps of 20 resources the live heap is about 12 MiB (docs/design.md, section 3.7).
+// little CPU, and keeps its resident memory near its live heap (docs/benchmarks.md, P5:
+// the agent's peak RSS on a cluster of 500 apps of 20 resources).
 var (
 	AgentMemoryRequest = resource.MustParse("32Mi")
 	AgentMemoryLimit   = resource.MustParse("128Mi")
