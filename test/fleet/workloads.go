@@ -163,9 +163,9 @@ func GuestbookApplicationSetYAML(name, app, placement, repoURL, namespace string
 }
 
 // PulledApplicationSetYAML is GuestbookApplicationSetYAML for the app at path in the
-// repository.
-func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string) []byte {
-	return pulledApplicationSetYAML(name, placementGenerator(placement), "{{name}}-"+app, repoURL, path, namespace)
+// repository, with syncOptions added to the template's CreateNamespace=true.
+func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string, syncOptions ...string) []byte {
+	return pulledApplicationSetYAML(name, placementGenerator(placement), "{{name}}-"+app, repoURL, path, namespace, syncOptions...)
 }
 
 // PulledMatrixApplicationSetYAML is an ApplicationSet of perCluster pulled apps of the
@@ -196,8 +196,9 @@ func placementGenerator(placement string) string {
 }
 
 // pulledApplicationSetYAML is the documented pull-model ApplicationSet with generators,
-// whose apps are called appName and deploy the app at path to namespace.
-func pulledApplicationSetYAML(name, generators, appName, repoURL, path, namespace string) []byte {
+// whose apps are called appName and deploy the app at path to namespace, with the sync
+// options CreateNamespace=true and syncOptions.
+func pulledApplicationSetYAML(name, generators, appName, repoURL, path, namespace string, syncOptions ...string) []byte {
 	return fmt.Appendf(nil, `
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
@@ -220,6 +221,6 @@ spec:
       destination: {server: https://kubernetes.default.svc, namespace: %[6]s}
       syncPolicy:
         automated: {}
-        syncOptions: [CreateNamespace=true]
-`, name, generators, appName, repoURL, path, namespace)
+        syncOptions: [%[7]s]
+`, name, generators, appName, repoURL, path, namespace, strings.Join(append([]string{"CreateNamespace=true"}, syncOptions...), ", "))
 }
