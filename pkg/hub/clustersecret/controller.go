@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 )
 
 const (
@@ -77,17 +78,11 @@ type ProxyAccess struct {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+	)
 }
 
 // SecretName returns the name of the cluster Secret of a cluster.

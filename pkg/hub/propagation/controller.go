@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -66,23 +67,13 @@ type Options struct {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.HubClusterName == "" {
-		errs = append(errs, errors.New("the hub cluster name is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if slices.Contains(o.WatchNamespaces, "") {
-		errs = append(errs, errors.New("the watched namespaces include an empty name"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateHubClusterName(o.HubClusterName),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		sharedsettings.ValidateWatchNamespaces(o.WatchNamespaces),
+	)
 }
 
 // watches reports whether the Applications of namespace are propagated.
