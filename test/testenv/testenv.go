@@ -85,6 +85,40 @@ func Start(tb testing.TB) *Env {
 	return env
 }
 
+// StartBare starts an apiserver without any CRD for the test, as a cluster is before
+// anyone installed Argo CD, and stops it when the test ends. It skips the test in -short
+// mode and fails it if the apiserver cannot start.
+func StartBare(tb testing.TB) *rest.Config {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("envtest: skipped in -short mode")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: binaryAssets(root)}
+	cfg, err := env.Start()
+	if err != nil {
+		tb.Fatalf("start a bare apiserver: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			tb.Errorf("stop the bare apiserver: %v", err)
+		}
+	})
+	return cfg
+}
+
+// binaryAssets returns the folder of the apiserver and etcd binaries: KUBEBUILDER_ASSETS,
+// else the repository's bin folder.
+func binaryAssets(root string) string {
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		return assets
+	}
+	return filepath.Join(root, "bin")
+}
+
 // New starts an apiserver; the caller stops it with Stop. It suits a TestMain or a
 // ginkgo BeforeSuite, where no testing.TB is at hand. apiserverFlags are extra flags of
 // the apiserver, each "--name=value", on top of envtest's.
@@ -101,10 +135,7 @@ func New(apiserverFlags ...string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin")
-	}
+	assets := binaryAssets(root)
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
