@@ -33,6 +33,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourceproxy"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourcetree"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/pprofaddr"
 )
@@ -172,18 +173,11 @@ func DefaultOptions() Options {
 
 // Validate reports options that cannot work.
 func (o Options) Validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if o.HubClusterName == "" {
-		errs = append(errs, errors.New("the hub cluster name is empty"))
+	errs := []error{
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		sharedsettings.ValidateHubClusterName(o.HubClusterName),
 	}
 	if o.KubeAPIQPS == 0 || o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("kube API QPS %v and burst %d: the QPS must be positive with a positive burst, or negative for no client-side limit",

@@ -39,7 +39,6 @@ import (
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -719,9 +718,7 @@ func (p *tcpProxy) restore() {
 // and returns its config and the Application CRD manifest to install later.
 func startBareSpoke(t *testing.T) (*rest.Config, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("envtest: skipped in -short mode")
-	}
+	cfg := testenv.StartBare(t)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -730,19 +727,5 @@ func startBareSpoke(t *testing.T) (*rest.Config, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin")
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start a bare apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the bare apiserver: %v", err)
-		}
-	})
 	return cfg, filepath.Join(modules.ArgoCD, "manifests/crds/application-crd.yaml")
 }

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -24,17 +23,12 @@ import (
 // as a kubelet would, and its report arrives on the hub.
 var _ = Describe("The argocd-pull addon", Ordered, func() {
 	var (
-		addons  addonclient.Interface
-		works   workclient.Interface
+		hub     hubClients
 		enabled *fleet.ManagedCluster
 		other   *fleet.ManagedCluster
 	)
 	BeforeAll(func() {
-		var err error
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		works, err = workclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hub = newHubClients()
 		enabled, other = theFleet.Clusters[0], theFleet.Clusters[2] // the pull suite uses the second
 	})
 
@@ -46,17 +40,17 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	const forbiddenWork = "addon-before-enable"
 	It("cannot apply an Application on a cluster before the addon is enabled there", func(ctx SpecContext) {
 		// Another suite may have left the addon enabled on the cluster.
-		err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
+		err := hub.addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 		Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "disable the addon on %s: %v", enabled.Name, err)
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := enabled.Kube.RbacV1().Roles(fleet.ArgoCDNamespace).Get(ctx, addon.WorkAgentRoleName(addonName), metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the work agent's Role before enabling")
 		mw := fleet.ManifestWork(forbiddenWork, enabled.Name, fleet.GuestbookApplication(forbiddenWork, theFleet.Git.URL()))
-		_, err = works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
+		_, err = hub.works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			return manifestApplied(ctx, works, enabled.Name, forbiddenWork)
+			return manifestApplied(ctx, hub.works, enabled.Name, forbiddenWork)
 		}).Should(And(HavePrefix("False:"), ContainSubstring("forbidden"),
 			ContainSubstring(`"system:serviceaccount:open-cluster-management-agent:`+fleet.KlusterletServiceAccount+`"`),
 			ContainSubstring(`"applications" in API group "argoproj.io"`)))
@@ -68,7 +62,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 
 	It("ships the work agent's Role, so the forbidden work applies", func(ctx SpecContext) {
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, forbiddenWork, metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, forbiddenWork, metav1.DeleteOptions{})).To(Succeed())
 		})
 		eventually(ctx, func(ctx context.Context) ([]rbacv1.Subject, error) {
 			binding, err := enabled.Kube.RbacV1().RoleBindings(fleet.ArgoCDNamespace).Get(ctx, addon.WorkAgentRoleName(addonName), metav1.GetOptions{})
@@ -78,7 +72,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 			return binding.Subjects, nil
 		}).Should(ContainElement(HaveField("Name", fleet.KlusterletServiceAccount)))
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			return manifestApplied(ctx, works, enabled.Name, forbiddenWork)
+			return manifestApplied(ctx, hub.works, enabled.Name, forbiddenWork)
 		}).Should(HavePrefix("True:"))
 		spokeDyn, err := dynamic.NewForConfig(enabled.Config)
 		Expect(err).NotTo(HaveOccurred())
@@ -88,14 +82,14 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 
 	It("installs the agent through a ManifestWork, and the agent's lease makes the addon Available", func(ctx SpecContext) {
 		eventually(ctx, func(ctx context.Context) (metav1.ConditionStatus, error) {
-			mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
+			mca, err := hub.addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
 			return conditionStatus(mca.Status.Conditions, "Available"), nil
 		}).Should(Equal(metav1.ConditionTrue))
 
-		list, err := works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
+		list, err := hub.works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list.Items).To(ContainElement(HaveField("Name", "addon-"+addonName+"-deploy-0")))
 		_, err = enabled.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
@@ -107,7 +101,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	It("installs nothing on a cluster that did not opt in", func(ctx SpecContext) {
 		_, err := other.Kube.AppsV1().Deployments(addon.DefaultInstallNamespace).Get(ctx, addonName+"-agent", metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "agent Deployment on %s: %v", other.Name, err)
-		_, err = addons.AddonV1beta1().ManagedClusterAddOns(other.Name).Get(ctx, addonName, metav1.GetOptions{})
+		_, err = hub.addons.AddonV1beta1().ManagedClusterAddOns(other.Name).Get(ctx, addonName, metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
@@ -118,10 +112,10 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 			argoapp.AnnotationHubApplicationName:      enabled.Name + "-addon-guestbook",
 		})
 		mw := fleet.ManifestWork("addon-guestbook", enabled.Name, app)
-		_, err := works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
+		_, err := hub.works.WorkV1().ManifestWorks(enabled.Name).Create(ctx, mw, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.works.WorkV1().ManifestWorks(enabled.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
 		})
 		head, err := theFleet.Git.Head()
 		Expect(err).NotTo(HaveOccurred())
@@ -145,7 +139,7 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	})
 
 	It("keeps the framework's and the klusterlet's conditions beside the agent's", func(ctx SpecContext) {
-		mca, err := addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
+		mca, err := hub.addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Get(ctx, addonName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		for _, t := range []string{"Available", "ManifestApplied", "RegistrationApplied"} {
 			Expect(conditionStatus(mca.Status.Conditions, t)).To(Equal(metav1.ConditionTrue), t)
@@ -154,10 +148,10 @@ var _ = Describe("The argocd-pull addon", Ordered, func() {
 	})
 
 	It("removes the agent when the addon is disabled", func(ctx SpecContext) {
-		Expect(addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})).To(Succeed())
+		Expect(hub.addons.AddonV1beta1().ManagedClusterAddOns(enabled.Name).Delete(ctx, addonName, metav1.DeleteOptions{})).To(Succeed())
 		eventually(ctx, agentGone(enabled)).Should(BeTrue())
 		eventually(ctx, func(ctx context.Context) ([]workv1.ManifestWork, error) {
-			list, err := works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
+			list, err := hub.works.WorkV1().ManifestWorks(enabled.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}

@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	clusterclient "open-cluster-management.io/api/client/cluster/clientset/versioned"
-	workclient "open-cluster-management.io/api/client/work/clientset/versioned"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -25,24 +23,14 @@ import (
 // clusters are joined, works are delivered, Argo CD syncs, the addon API converts, and the
 // controllers a real control plane has (garbage collection) run.
 var _ = Describe("The local fleet", Ordered, func() {
-	var (
-		works    workclient.Interface
-		clusters clusterclient.Interface
-		hubDyn   dynamic.Interface
-	)
+	var hub hubClients
 	BeforeAll(func() {
-		var err error
-		works, err = workclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		clusters, err = clusterclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hub = newHubClients()
 	})
 
 	It("joins every managed cluster to the hub, accepted and Available", func(ctx SpecContext) {
 		for _, name := range managedClusters {
-			mc, err := clusters.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
+			mc, err := hub.clusters.ClusterV1().ManagedClusters().Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(mc.Spec.HubAcceptsClient).To(BeTrue())
 			Expect(conditionStatus(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable)).To(Equal(metav1.ConditionTrue))
@@ -53,7 +41,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 	It("delivers a ManifestWork's ConfigMap to each managed cluster and reports it Applied", func(ctx SpecContext) {
 		for _, mc := range theFleet.Clusters {
 			mw := fleet.ManifestWork("smoke-configmap", mc.Name, fleet.DemoConfigMap("smoke-configmap", "default"))
-			_, err := works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{})
+			_, err := hub.works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		for _, mc := range theFleet.Clusters {
@@ -65,7 +53,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 				return cm.Data, nil
 			}).Should(HaveKeyWithValue("delivered-by", "ManifestWork"), "ConfigMap on %s", mc.Name)
 			eventually(ctx, func(ctx context.Context) (metav1.ConditionStatus, error) {
-				got, err := works.WorkV1().ManifestWorks(mc.Name).Get(ctx, "smoke-configmap", metav1.GetOptions{})
+				got, err := hub.works.WorkV1().ManifestWorks(mc.Name).Get(ctx, "smoke-configmap", metav1.GetOptions{})
 				if err != nil {
 					return "", err
 				}
@@ -75,7 +63,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 
 		By("deleting the work, the ConfigMap is removed from the spoke")
 		mc := theFleet.Clusters[0]
-		Expect(works.WorkV1().ManifestWorks(mc.Name).Delete(ctx, "smoke-configmap", metav1.DeleteOptions{})).To(Succeed())
+		Expect(hub.works.WorkV1().ManifestWorks(mc.Name).Delete(ctx, "smoke-configmap", metav1.DeleteOptions{})).To(Succeed())
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := mc.Kube.CoreV1().ConfigMaps("default").Get(ctx, "smoke-configmap", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
@@ -101,13 +89,13 @@ var _ = Describe("The local fleet", Ordered, func() {
 		for _, mc := range theFleet.Clusters {
 			mw := fleet.ManifestWork("smoke-guestbook", mc.Name, app)
 			mw.Spec.ManifestConfigs = []workv1.ManifestConfigOption{fleet.ApplicationStatusFeedback(app)}
-			_, err := works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{})
+			_, err := hub.works.WorkV1().ManifestWorks(mc.Name).Create(ctx, mw, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			// Before the ClusterRole goes: the work agent deletes the Application.
 			DeferCleanup(func(ctx SpecContext) {
-				Expect(works.WorkV1().ManifestWorks(mc.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
+				Expect(hub.works.WorkV1().ManifestWorks(mc.Name).Delete(ctx, mw.Name, metav1.DeleteOptions{})).To(Succeed())
 				eventually(ctx, func(ctx context.Context) bool {
-					_, err := works.WorkV1().ManifestWorks(mc.Name).Get(ctx, mw.Name, metav1.GetOptions{})
+					_, err := hub.works.WorkV1().ManifestWorks(mc.Name).Get(ctx, mw.Name, metav1.GetOptions{})
 					return apierrors.IsNotFound(err)
 				}).Should(BeTrue(), "the smoke work on %s removed", mc.Name)
 			})
@@ -134,7 +122,7 @@ var _ = Describe("The local fleet", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred(), "Argo CD deployed the guestbook Service on %s", mc.Name)
 
 			eventually(ctx, func(ctx context.Context) (string, error) {
-				got, err := works.WorkV1().ManifestWorks(mc.Name).Get(ctx, "smoke-guestbook", metav1.GetOptions{})
+				got, err := hub.works.WorkV1().ManifestWorks(mc.Name).Get(ctx, "smoke-guestbook", metav1.GetOptions{})
 				if err != nil {
 					return "", err
 				}
@@ -155,12 +143,12 @@ var _ = Describe("The local fleet", Ordered, func() {
 			"metadata": map[string]any{"name": "smoke-conversion", "namespace": ns},
 			"spec":     map[string]any{"installNamespace": "smoke-install-ns"},
 		}}
-		_, err := hubDyn.Resource(v1alpha1).Namespace(ns).Create(ctx, addon, metav1.CreateOptions{})
+		_, err := hub.dyn.Resource(v1alpha1).Namespace(ns).Create(ctx, addon, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(v1alpha1).Namespace(ns).Delete(ctx, "smoke-conversion", metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.dyn.Resource(v1alpha1).Namespace(ns).Delete(ctx, "smoke-conversion", metav1.DeleteOptions{})).To(Succeed())
 		})
-		got, err := hubDyn.Resource(v1beta1).Namespace(ns).Get(ctx, "smoke-conversion", metav1.GetOptions{})
+		got, err := hub.dyn.Resource(v1beta1).Namespace(ns).Get(ctx, "smoke-conversion", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got.GetAnnotations()).To(HaveKeyWithValue("addon.open-cluster-management.io/v1alpha1-install-namespace", "smoke-install-ns"))
 	})
@@ -211,14 +199,14 @@ spec:
 `))).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
-			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "smoke-appset", metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.dyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "smoke-appset", metav1.DeleteOptions{})).To(Succeed())
 			for _, name := range managedClusters {
 				Expect(theFleet.Hub.Kube.CoreV1().Secrets(fleet.ArgoCDNamespace).Delete(ctx, "smoke-cluster-"+name, metav1.DeleteOptions{})).To(Succeed())
 			}
 		})
 		for _, name := range managedClusters {
 			eventually(ctx, func(ctx context.Context) (map[string]string, error) {
-				app, err := hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, name+"-smoke-app", metav1.GetOptions{})
+				app, err := hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, name+"-smoke-app", metav1.GetOptions{})
 				if err != nil {
 					return nil, err
 				}

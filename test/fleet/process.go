@@ -12,16 +12,81 @@ import (
 	"time"
 )
 
+// ChildProcess is a process started with its output appended to a log file, in a process
+// group of its own, which Stop and Kill signal. It is killed when the process that
+// started it dies, even by SIGKILL, so that a crashed fleet or test leaves nothing
+// behind. The fleet runs its components as child processes (supervisor), and so do the
+// simulation and the benchmark (test/sim).
+type ChildProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // the exit error, valid once done is closed
+}
+
+// StartChildProcess starts cmd, called name in its error, with its output appended to
+// logPath after a line with the time and the command line.
+func StartChildProcess(name, logPath string, cmd *exec.Cmd) (*ChildProcess, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "=== %s: %s\n", time.Now().Format(time.RFC3339), strings.Join(cmd.Args, " "))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &ChildProcess{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *ChildProcess) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Pid is the process id.
+func (p *ChildProcess) Pid() int { return p.cmd.Process.Pid }
+
+// Stop ends the process as a kubelet does: SIGTERM to its process group, then SIGKILL
+// after grace.
+func (p *ChildProcess) Stop(grace time.Duration) {
+	if exited, _ := p.Exited(); exited {
+		return
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// Kill kills the process group with SIGKILL, as an OOM kill or a node loss would, and
+// waits for the process.
+func (p *ChildProcess) Kill() {
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	<-p.done
+}
+
 // process is one component of the fleet, run as a child process with its output in
 // <run dir>/logs/<name>.log. It is what a kubelet would run as a container: its own
 // credentials, flags and environment.
 type process struct {
+	*ChildProcess
 	Name string
 	spec processSpec
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
-	err  error // the exit error, valid once done is closed
 }
 
 // processSpec says how to start a process.
@@ -61,7 +126,7 @@ func (s *supervisor) start(spec processSpec) (*process, error) {
 // restart stops p (SIGTERM, SIGKILL after grace), calls whileDown when it is not nil, and
 // runs p's spec again, in p's place in the stop order. Its log continues in the same file.
 func (s *supervisor) restart(p *process, grace time.Duration, whileDown func()) (*process, error) {
-	p.stop(grace)
+	p.Stop(grace)
 	if whileDown != nil {
 		whileDown()
 	}
@@ -89,58 +154,17 @@ func (s *supervisor) launch(spec processSpec) (*process, error) {
 	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(s.logPath(spec.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "=== %s: %s %s\n", time.Now().Format(time.RFC3339), spec.Path, strings.Join(spec.Args, " "))
 	cmd := exec.Command(spec.Path, spec.Args...)
-	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Dir = spec.Dir
 	if cmd.Dir == "" {
 		cmd.Dir = s.dir
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+	child, err := StartChildProcess(spec.Name, s.logPath(spec.Name), cmd)
+	if err != nil {
+		return nil, err
 	}
-	p := &process{Name: spec.Name, spec: spec, cmd: cmd, log: log, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		log.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Exited reports whether the process has ended, and how.
-func (p *process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// Pid is the process id.
-func (p *process) Pid() int { return p.cmd.Process.Pid }
-
-// stop ends the process: SIGTERM to its process group, then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if exited, _ := p.Exited(); exited {
-		return
-	}
-	pgid := -p.cmd.Process.Pid
-	_ = syscall.Kill(pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
-		<-p.done
-	}
+	return &process{ChildProcess: child, Name: spec.Name, spec: spec}, nil
 }
 
 // stopAll stops every process, the last started first.
@@ -150,13 +174,13 @@ func (s *supervisor) stopAll(grace time.Duration) {
 	s.procs = nil
 	s.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop(grace)
+		procs[i].Stop(grace)
 	}
 }
 
 // remove stops one process and forgets it.
 func (s *supervisor) remove(p *process, grace time.Duration) {
-	p.stop(grace)
+	p.Stop(grace)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, q := range s.procs {

@@ -11,76 +11,32 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/ocm-gitops/argocd-pull-addon/test/fleet"
 	"github.com/ocm-gitops/argocd-pull-addon/test/loopback"
 )
 
 // Process is a binary the simulation runs as a process, as a kubelet would run its
 // container: the addon-manager or an agent.
 type Process struct {
+	*fleet.ChildProcess
 	Name string
 	// LogPath is the file its output is appended to.
 	LogPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
 }
 
 // StartProcess starts path with args and the extra environment; its output goes to
 // <dir>/<name>.log. The process dies with the caller.
 func StartProcess(dir, name, path string, args, env []string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	child, err := fleet.StartChildProcess(name, logPath, cmd)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Pid returns the process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// Exited reports whether the process has exited, and how.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// Kill kills the process with SIGKILL, as an OOM kill or a node loss would, and waits
-// for it.
-func (p *Process) Kill() {
-	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
-	<-p.done
-}
-
-// Stop sends SIGTERM, as a kubelet does, and SIGKILL after grace.
-func (p *Process) Stop(grace time.Duration) {
-	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.Kill()
-	}
+	return &Process{ChildProcess: child, Name: name, LogPath: logPath}, nil
 }
 
 // PeakRSS returns the peak resident set size of the running process (VmHWM), in bytes.

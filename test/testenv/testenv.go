@@ -70,10 +70,25 @@ type Env struct {
 // test in -short mode and fails it if the apiserver cannot start.
 func Start(tb testing.TB) *Env {
 	tb.Helper()
+	return startForTest(tb, func() (*Env, error) { return New() })
+}
+
+// StartBare starts an apiserver without any CRD for the test, as a cluster is before
+// anyone installed Argo CD, and stops it when the test ends. It skips the test in -short
+// mode and fails it if the apiserver cannot start.
+func StartBare(tb testing.TB) *rest.Config {
+	tb.Helper()
+	return startForTest(tb, newBare).Config
+}
+
+// startForTest starts an apiserver with start for the test, and stops it when the test
+// ends; it skips the test in -short mode.
+func startForTest(tb testing.TB, start func() (*Env, error)) *Env {
+	tb.Helper()
 	if testing.Short() {
 		tb.Skip("envtest: skipped in -short mode")
 	}
-	env, err := New()
+	env, err := start()
 	if err != nil {
 		tb.Fatalf("start envtest: %v", err)
 	}
@@ -83,6 +98,30 @@ func Start(tb testing.TB) *Env {
 		}
 	})
 	return env
+}
+
+// newBare starts an apiserver without any CRD; its Env has only a Config.
+func newBare() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets := binaryAssets(root)
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start a bare apiserver (binaries from %s): %w", assets, err), env.Stop())
+	}
+	return &Env{Config: cfg, env: env}, nil
+}
+
+// binaryAssets returns the folder of the apiserver and etcd binaries: KUBEBUILDER_ASSETS,
+// else the repository's bin folder.
+func binaryAssets(root string) string {
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		return assets
+	}
+	return filepath.Join(root, "bin")
 }
 
 // New starts an apiserver; the caller stops it with Stop. It suits a TestMain or a
@@ -101,10 +140,7 @@ func New(apiserverFlags ...string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin")
-	}
+	assets := binaryAssets(root)
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,

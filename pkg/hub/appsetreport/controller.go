@@ -38,6 +38,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -112,17 +113,11 @@ func (p writePace) creditsAt(now time.Time) float64 {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if err := o.Validate(); err != nil { // Settings.Validate
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		o.Validate(), // Settings.Validate
+	)
 }
 
 // Cache indexes of this controller.

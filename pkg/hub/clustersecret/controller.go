@@ -30,13 +30,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 )
 
 const (
@@ -77,17 +78,11 @@ type ProxyAccess struct {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+	)
 }
 
 // SecretName returns the name of the cluster Secret of a cluster.
@@ -149,7 +144,7 @@ func setup(mgr ctrl.Manager, opts Options, c client.Client) error {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: addon.GetNamespace()}}}
 			}), builder.WithPredicates(predicate.NewPredicateFuncs(func(addon client.Object) bool {
 			return addon.GetName() == opts.AddonName
-		}), existenceChanged)).
+		}), predicates.ExistenceChanged)).
 		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, secret *corev1.Secret) []reconcile.Request {
 				if cluster := secret.Labels[clusterv1.ClusterNameLabelKey]; cluster != "" {
@@ -393,22 +388,8 @@ func serverOf(cluster *clusterv1.ManagedCluster) string {
 
 // clusterChanged keeps the events of a ManagedCluster that change its Secret: creation,
 // deletion, and an update of its labels or client configs, or the start of its deletion.
-var clusterChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldCluster, okOld := e.ObjectOld.(*clusterv1.ManagedCluster)
-		newCluster, okNew := e.ObjectNew.(*clusterv1.ManagedCluster)
-		if !okOld || !okNew {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(oldCluster.Labels, newCluster.Labels) ||
-			serverOf(oldCluster) != serverOf(newCluster) ||
-			(oldCluster.DeletionTimestamp == nil) != (newCluster.DeletionTimestamp == nil)
-	},
-}
-
-// existenceChanged keeps creations, deletions and the start of a deletion.
-var existenceChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	},
-}
+var clusterChanged = predicates.OnUpdate(func(oldCluster, newCluster *clusterv1.ManagedCluster) bool {
+	return !equality.Semantic.DeepEqual(oldCluster.Labels, newCluster.Labels) ||
+		serverOf(oldCluster) != serverOf(newCluster) ||
+		(oldCluster.DeletionTimestamp == nil) != (newCluster.DeletionTimestamp == nil)
+})

@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -66,23 +68,13 @@ type Options struct {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.HubClusterName == "" {
-		errs = append(errs, errors.New("the hub cluster name is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if slices.Contains(o.WatchNamespaces, "") {
-		errs = append(errs, errors.New("the watched namespaces include an empty name"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateHubClusterName(o.HubClusterName),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		sharedsettings.ValidateWatchNamespaces(o.WatchNamespaces),
+	)
 }
 
 // watches reports whether the Applications of namespace are propagated.
@@ -116,9 +108,9 @@ func Setup(mgr ctrl.Manager, c client.Client, reports *statusslices.Reader, opts
 		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.mapWorkToApplications),
 			builder.WithPredicates(workChangedBeyondFeedback)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.mapClusterToApplications),
-			builder.WithPredicates(createdOrDeleted)).
+			builder.WithPredicates(predicates.ExistenceChanged)).
 		Watches(&addonv1beta1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.mapAddonToApplications),
-			builder.WithPredicates(named(opts.AddonName), createdOrDeleted)).
+			builder.WithPredicates(named(opts.AddonName), predicates.ExistenceChanged)).
 		Watches(&addonv1beta1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.mapPauseToApplications),
 			builder.WithPredicates(named(opts.AddonName), pauseChanged)).
 		Watches(argoapp.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.mapProjectToApplications),
@@ -135,7 +127,7 @@ func Setup(mgr ctrl.Manager, c client.Client, reports *statusslices.Reader, opts
 			// UID: the Placements' metadata only, and a Placement that comes or goes
 			// re-checks the Applications of its namespace.
 			Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.mapDecisionToApplications),
-				builder.OnlyMetadata, builder.WithPredicates(createdOrDeleted))
+				builder.OnlyMetadata, builder.WithPredicates(predicates.ExistenceChanged))
 	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("set up the propagation controller: %w", err)

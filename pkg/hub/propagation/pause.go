@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
 )
 
 const (
@@ -170,16 +170,9 @@ func (r *pauseReconciler) mapToAddons(ctx context.Context, _ client.Object) []re
 // pauseConditionChanged keeps the updates of a ManagedClusterAddOn that change its
 // generation or the PropagationPaused condition, for example when another writer drops
 // it.
-var pauseConditionChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldAddon, okOld := e.ObjectOld.(*addonv1beta1.ManagedClusterAddOn)
-		newAddon, okNew := e.ObjectNew.(*addonv1beta1.ManagedClusterAddOn)
-		if !okOld || !okNew {
-			return true
-		}
-		oldCondition := meta.FindStatusCondition(oldAddon.Status.Conditions, ConditionPropagationPaused)
-		newCondition := meta.FindStatusCondition(newAddon.Status.Conditions, ConditionPropagationPaused)
-		return oldAddon.Generation != newAddon.Generation || (oldCondition == nil) != (newCondition == nil) ||
-			(oldCondition != nil && (*oldCondition != *newCondition))
-	},
-}
+var pauseConditionChanged = predicates.OnUpdate(func(oldAddon, newAddon *addonv1beta1.ManagedClusterAddOn) bool {
+	oldCondition := meta.FindStatusCondition(oldAddon.Status.Conditions, ConditionPropagationPaused)
+	newCondition := meta.FindStatusCondition(newAddon.Status.Conditions, ConditionPropagationPaused)
+	return oldAddon.Generation != newAddon.Generation || (oldCondition == nil) != (newCondition == nil) ||
+		(oldCondition != nil && (*oldCondition != *newCondition))
+})

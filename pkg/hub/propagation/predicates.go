@@ -19,6 +19,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
 )
 
 // Predicates: they drop the events that cannot change any outcome.
@@ -42,16 +43,7 @@ func named(name string) predicate.Predicate {
 // rendered nor how it is selected (applicationInputsChanged): a status-only update, above all. The Application CRD
 // has no status subresource, so a status update bumps metadata.generation too, and the
 // generation cannot tell.
-var renderInputsChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldApp, okOld := e.ObjectOld.(*unstructured.Unstructured)
-		newApp, okNew := e.ObjectNew.(*unstructured.Unstructured)
-		if !okOld || !okNew {
-			return true
-		}
-		return applicationInputsChanged(oldApp, newApp)
-	},
-}
+var renderInputsChanged = predicates.OnUpdate(applicationInputsChanged)
 
 // applicationInputsChanged reports whether anything that propagation reads differs
 // between two versions of an Application: everything but the status and the
@@ -88,21 +80,14 @@ func operationResultMirrored(oldApp, newApp *unstructured.Unstructured) bool {
 // workChangedBeyondFeedback drops the updates of a ManifestWork that only refresh its status feedback:
 // its spec, metadata or Applied condition must change, or, while it delivers an
 // operation, the spoke's operation state.
-var workChangedBeyondFeedback = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldWork, okOld := e.ObjectOld.(*workv1.ManifestWork)
-		newWork, okNew := e.ObjectNew.(*workv1.ManifestWork)
-		if !okOld || !okNew {
-			return true
-		}
-		return oldWork.Generation != newWork.Generation ||
-			!equality.Semantic.DeepEqual(oldWork.Labels, newWork.Labels) ||
-			!equality.Semantic.DeepEqual(oldWork.Annotations, newWork.Annotations) ||
-			!equality.Semantic.DeepEqual(oldWork.DeletionTimestamp, newWork.DeletionTimestamp) ||
-			!equality.Semantic.DeepEqual(appliedState(oldWork), appliedState(newWork)) ||
-			operationStateChanged(oldWork, newWork)
-	},
-}
+var workChangedBeyondFeedback = predicates.OnUpdate(func(oldWork, newWork *workv1.ManifestWork) bool {
+	return oldWork.Generation != newWork.Generation ||
+		!equality.Semantic.DeepEqual(oldWork.Labels, newWork.Labels) ||
+		!equality.Semantic.DeepEqual(oldWork.Annotations, newWork.Annotations) ||
+		!equality.Semantic.DeepEqual(oldWork.DeletionTimestamp, newWork.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(appliedState(oldWork), appliedState(newWork)) ||
+		operationStateChanged(oldWork, newWork)
+})
 
 // operationStateChanged reports whether the spoke's operation state changed in the
 // feedback of a work that delivers an operation: the change may complete it.
@@ -124,15 +109,6 @@ func appliedState(work *workv1.ManifestWork) [2]string {
 	return [2]string{string(applied.Status), strconv.FormatInt(applied.ObservedGeneration, 10)}
 }
 
-// createdOrDeleted keeps the creations and deletions of an object, and the update that
-// starts its deletion: for a ManagedCluster or a ManagedClusterAddOn, only whether it
-// exists matters.
-var createdOrDeleted = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	},
-}
-
 // pauseChanged keeps the updates of the ClusterManagementAddOn that change the pause
 // annotation.
 var pauseChanged = predicate.Funcs{
@@ -146,31 +122,17 @@ var pauseChanged = predicate.Funcs{
 // specOrMetadataChanged keeps the updates that change an object's labels, annotations or
 // spec: it drops the status-only updates of an object without a status subresource (an
 // AppProject).
-var specOrMetadataChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldObj, okOld := e.ObjectOld.(*unstructured.Unstructured)
-		newObj, okNew := e.ObjectNew.(*unstructured.Unstructured)
-		if !okOld || !okNew {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(oldObj.GetLabels(), newObj.GetLabels()) ||
-			!equality.Semantic.DeepEqual(oldObj.GetAnnotations(), newObj.GetAnnotations()) ||
-			!reflect.DeepEqual(oldObj.Object["spec"], newObj.Object["spec"])
-	},
-}
+var specOrMetadataChanged = predicates.OnUpdate(func(oldObj, newObj *unstructured.Unstructured) bool {
+	return !equality.Semantic.DeepEqual(oldObj.GetLabels(), newObj.GetLabels()) ||
+		!equality.Semantic.DeepEqual(oldObj.GetAnnotations(), newObj.GetAnnotations()) ||
+		!reflect.DeepEqual(oldObj.Object["spec"], newObj.Object["spec"])
+})
 
 // decisionsChanged keeps the updates of a PlacementDecision that change the clusters it
 // selects.
-var decisionsChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldDecision, okOld := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
-		newDecision, okNew := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
-		if !okOld || !okNew {
-			return true
-		}
-		return !slices.Equal(selectedClusters(oldDecision), selectedClusters(newDecision))
-	},
-}
+var decisionsChanged = predicates.OnUpdate(func(oldDecision, newDecision *clusterv1beta1.PlacementDecision) bool {
+	return !slices.Equal(selectedClusters(oldDecision), selectedClusters(newDecision))
+})
 
 // selectedClusters returns the sorted cluster names a PlacementDecision selects.
 func selectedClusters(decision *clusterv1beta1.PlacementDecision) []string {

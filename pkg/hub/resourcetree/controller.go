@@ -34,6 +34,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -92,20 +93,12 @@ const managedResourcesTimeout = 10 * time.Second
 const lossCheckPeriod = 2 * time.Second
 
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.ArgoCDNamespace == "" {
-		errs = append(errs, errors.New("the Argo CD namespace is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if err := o.Validate(); err != nil { // Settings.Validate
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateArgoCDNamespace(o.ArgoCDNamespace),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		o.Validate(), // Settings.Validate
+	)
 }
 
 // Setup registers the controller with mgr. c reads through the manager's cache
