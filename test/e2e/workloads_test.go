@@ -77,7 +77,7 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		applier, err := fleet.NewApplier(theFleet.Hub.Config)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
-			fleet.PulledApplicationSetYAML(appSet, appSet, placement, theFleet.Git.URL(), slowPath, slowNS))).To(Succeed())
+			fleet.PulledApplicationSetYAML(appSet, appSet, placement, theFleet.Git.URL(), slowPath, slowNS, fleet.AppTemplate{}))).To(Succeed())
 		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet, metav1.DeleteOptions{})).To(Succeed())

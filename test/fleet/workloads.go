@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
 // ApplicationGVR is the resource of Argo CD Applications.
@@ -159,13 +162,24 @@ func (a *Applier) DecidedClusters(ctx context.Context, namespace, placement stri
 // annotations, multi-source, with the resources finalizer, deploying the guestbook of
 // repoURL to namespace. Its Applications are called <cluster>-<app>.
 func GuestbookApplicationSetYAML(name, app, placement, repoURL, namespace string) []byte {
-	return PulledApplicationSetYAML(name, app, placement, repoURL, GuestbookPath, namespace)
+	return PulledApplicationSetYAML(name, app, placement, repoURL, GuestbookPath, namespace, AppTemplate{})
+}
+
+// AppTemplate is what a pulled ApplicationSet's template has beyond the documented one;
+// its zero value adds nothing.
+type AppTemplate struct {
+	// SyncOptions are added to CreateNamespace=true.
+	SyncOptions []string
+	// Finalizer is the form of Argo CD's resources finalizer, which the apps carry:
+	// argoapp.ResourcesFinalizer when empty (foreground deletion of their resources), or
+	// its /background or /foreground form.
+	Finalizer string
 }
 
 // PulledApplicationSetYAML is GuestbookApplicationSetYAML for the app at path in the
-// repository, with syncOptions added to the template's CreateNamespace=true.
-func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string, syncOptions ...string) []byte {
-	return pulledApplicationSetYAML(name, placementGenerator(placement), "{{name}}-"+app, repoURL, path, namespace, syncOptions...)
+// repository, with tmpl's additions.
+func PulledApplicationSetYAML(name, app, placement, repoURL, path, namespace string, tmpl AppTemplate) []byte {
+	return pulledApplicationSetYAML(name, placementGenerator(placement), "{{name}}-"+app, repoURL, path, namespace, tmpl)
 }
 
 // PulledMatrixApplicationSetYAML is an ApplicationSet of perCluster pulled apps of the
@@ -182,7 +196,7 @@ func PulledMatrixApplicationSetYAML(name, placement, repoURL, path string, perCl
       generators:%s
       - list:
           elements: [%s]`, strings.ReplaceAll(placementGenerator(placement), "\n", "\n    "), strings.Join(elements, ", "))
-	return pulledApplicationSetYAML(name, generators, "{{name}}-"+name+"-{{i}}", repoURL, path, "'"+name+"-{{i}}'")
+	return pulledApplicationSetYAML(name, generators, "{{name}}-"+name+"-{{i}}", repoURL, path, "'"+name+"-{{i}}'", AppTemplate{})
 }
 
 // placementGenerator is the generator of the clusters of an OCM Placement.
@@ -196,9 +210,9 @@ func placementGenerator(placement string) string {
 }
 
 // pulledApplicationSetYAML is the documented pull-model ApplicationSet with generators,
-// whose apps are called appName and deploy the app at path to namespace, with the sync
-// options CreateNamespace=true and syncOptions.
-func pulledApplicationSetYAML(name, generators, appName, repoURL, path, namespace string, syncOptions ...string) []byte {
+// whose apps are called appName and deploy the app at path to namespace, with tmpl's
+// additions.
+func pulledApplicationSetYAML(name, generators, appName, repoURL, path, namespace string, tmpl AppTemplate) []byte {
 	return fmt.Appendf(nil, `
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
@@ -213,7 +227,7 @@ spec:
         apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
         apps.open-cluster-management.io/ocm-managed-cluster-app-namespace: argocd
         argocd.argoproj.io/skip-reconcile: "true"
-      finalizers: [resources-finalizer.argocd.argoproj.io]
+      finalizers: [%[8]s]
     spec:
       project: default
       sources:
@@ -222,5 +236,6 @@ spec:
       syncPolicy:
         automated: {}
         syncOptions: [%[7]s]
-`, name, generators, appName, repoURL, path, namespace, strings.Join(append([]string{"CreateNamespace=true"}, syncOptions...), ", "))
+`, name, generators, appName, repoURL, path, namespace, strings.Join(append([]string{"CreateNamespace=true"}, tmpl.SyncOptions...), ", "),
+		cmp.Or(tmpl.Finalizer, argoapp.ResourcesFinalizer))
 }
