@@ -32,6 +32,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
 )
 
@@ -54,17 +55,11 @@ type Options struct {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	var errs []error
-	if o.AddonName == "" {
-		errs = append(errs, errors.New("the addon name is empty"))
-	}
-	if o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency is %d; it must be at least 1", o.Concurrency))
-	}
-	if err := o.Validate(); err != nil { // Settings.Validate
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		sharedsettings.ValidateAddonName(o.AddonName),
+		sharedsettings.ValidateConcurrency(o.Concurrency),
+		o.Validate(), // Settings.Validate
+	)
 }
 
 // Setup registers the status mirror with mgr. c reads through the manager's cache

@@ -170,11 +170,11 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		deleteNested(status, "sync", "revisions")
 		deleteNested(status, "health", "message")
 		deleteNested(status, "operationState", "message")
-		setResources(status, nil)
+		setList(status, "resources", nil)
 	} else {
-		setResources(status, resourceList(s.Resources))
+		setList(status, "resources", resourceList(s.Resources))
 	}
-	setHistory(status, historyList(s.History))
+	setList(status, "history", historyList(s.History))
 
 	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
 	if !equalConditions(ownedConditions(status), wanted) {
@@ -272,33 +272,19 @@ func resourceList(rs []argoapp.ResourceStatus) []any {
 	return resources
 }
 
-// setResources sets status.resources to resources, or removes it when there are none.
-// An Application from the manager's cache holds a digest of the list instead
+// setList sets status[field] (resources or history) to list, or removes it when the list
+// is empty. An Application from the manager's cache holds a digest of those lists instead
 // (hubcache.ResourcesDigest): a list equal to it stays the digest, so that neither the
 // comparison nor the merge patch sees a change; another replaces it.
-func setResources(status map[string]any, resources []any) {
-	if hubcache.SameResources(status["resources"], resources) {
+func setList(status map[string]any, field string, list []any) {
+	if hubcache.SameResources(status[field], list) {
 		return
 	}
-	if len(resources) == 0 {
-		delete(status, "resources")
+	if len(list) == 0 {
+		delete(status, field)
 		return
 	}
-	status["resources"] = resources
-}
-
-// setHistory sets status.history to history, or removes it when there is none; as
-// setResources, a history equal to the digest that the manager's cache holds stays the
-// digest.
-func setHistory(status map[string]any, history []any) {
-	if hubcache.SameResources(status["history"], history) {
-		return
-	}
-	if len(history) == 0 {
-		delete(status, "history")
-		return
-	}
-	status["history"] = history
+	status[field] = list
 }
 
 // equalStatus compares the statuses of two versions of an app, reconciledAt aside.
