@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -262,8 +263,9 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
 		return reconcile.Result{}, err
 	}
+	// A copy: Inject writes into the cluster's map meanwhile.
 	s.mu.Lock()
-	injected := s.injected[cluster]
+	injected := maps.Clone(s.injected[cluster])
 	s.mu.Unlock()
 	var report clusterreport.Report
 	for i := range works.Items {
