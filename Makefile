@@ -57,8 +57,8 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 # two lanes take about as long. Every tool is built before, once. Each suite writes to
 # .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
-test: verify test-unit test-tools ## Run every check and test suite: static checks and the linter, unit, then two lanes side by side: e2e on the fleet then the fault suite; the other integration suites (envtest, chart, abuse), fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e test-fault -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
+test: test-tools ## Run every check and test suite in two lanes side by side: e2e on the fleet then the fault suite; static checks and the linter, unit, the other integration suites (envtest, chart, abuse), fuzz and the bench smoke test
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e test-fault -- verify test-unit 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
