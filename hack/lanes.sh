@@ -25,7 +25,14 @@ run() {
   log=$logs/$name.log
   start=$(date +%s)
   touch "$state/running.$name"
-  if "$make" --no-print-directory "${args[@]}" >"$log" 2>&1; then
+  # The subshell's times are the CPU of the target's processes that ended in it: a lane's
+  # wall time alone cannot tell a waiting suite from a busy one.
+  if (
+    "$make" --no-print-directory "${args[@]}" >"$log" 2>&1
+    rc=$?
+    times >"$state/times.$name"
+    exit $rc
+  ); then
     status=passed
   else
     status=FAILED
@@ -34,10 +41,16 @@ run() {
   rm -f "$state/running.$name"
   {
     flock 9
-    echo "===== $name $status after $(($(date +%s) - start))s (log: $log) ====="
+    echo "===== $name $status after $(($(date +%s) - start))s, $(cpu_seconds "$state/times.$name") s of CPU (log: $log) ====="
     cat "$log"
     echo "===== $name $status ====="
   } 9>"$state/print.lock"
+}
+
+# cpu_seconds prints the user and system CPU of a subshell's children, in whole seconds,
+# from the output of bash's times (its second line, "1m2.5s 0m3.1s").
+cpu_seconds() {
+  sed -n 2p "$1" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60 + p[2] } printf "%d", t }'
 }
 
 lane() {

@@ -72,7 +72,10 @@ for t in "${targets[@]}"; do
   name=${t%%=*} pkg=${t#*=}
   start=$(date +%s)
   echo ">> building $name ($pkg)"
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/$name" "$pkg"
+  # go run keeps the linked binary in Go's build cache (go build does not), and -exec hands
+  # its path to install: a checkout whose bin/ is empty relinks nothing that an earlier
+  # build linked, on this machine, at the same pin.
+  CGO_ENABLED=0 go run -exec "install -m 0755 -T" -trimpath -ldflags "$ldflags" "$pkg" "$bin/$name"
   echo ">> built $name in $(( $(date +%s) - start ))s"
 done
 echo "$pin" > "$stamp"
