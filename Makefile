@@ -27,6 +27,14 @@ INTEGRATION_FLAGS ?=
 # Packages of INTEGRATION_PKGS that test-integration leaves out (make test runs the fault
 # suite in the other lane, after e2e, with test-fault).
 INTEGRATION_SKIP ?=
+# GOGC of the suites that run control planes (test-e2e, test-fault, test-integration):
+# their kube-apiservers, etcds and controllers, and the test processes, collect garbage
+# when the heap has grown by 400% instead of 100%. The machine has memory to spare and too
+# little CPU: the 2,000-cluster report suite took 23% less CPU this way (169 to 131 s,
+# its apiserver's peak RSS 1.3 to 2.8 GB). The manager and the agent keep the GOGC their
+# install sets (the chart, the agent's manifests), so what the suites assert of their
+# memory holds as deployed.
+TEST_GOGC ?= 400
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
 # The scale of make bench: full (1,000 clusters, 10,000 apps; writes docs/benchmarks.md),
@@ -82,6 +90,8 @@ verify: tools-helm tools-golangci-lint ## Static checks: gofmt, go vet, golangci
 test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e; the hub cache's also with -race)
 	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 	go test -short -race -timeout 10m $(GO_TEST_FLAGS) ./pkg/hub/hubcache/
+
+test-e2e test-fault test-integration: export GOGC = $(TEST_GOGC)
 
 .PHONY: test-integration
 test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites on a real kube-apiserver and etcd from bin/: each controller's envtest suite, the chart (helm), the abuse suite (test/abuse), the fault suite (test/fault) and the image (test/image)
