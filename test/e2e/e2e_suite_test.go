@@ -21,10 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
@@ -78,11 +76,9 @@ var tenantNamespaces = []string{"e2e-*", "overtime-*"}
 
 // permitTenantNamespaces lists tenantNamespaces in the hub's default AppProject.
 func permitTenantNamespaces(ctx context.Context) {
-	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
-	Expect(err).NotTo(HaveOccurred())
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"sourceNamespaces": tenantNamespaces}})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = hubDyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, "default", types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = newHubClients().dyn.Resource(fleet.AppProjectGVR).Namespace(fleet.ArgoCDNamespace).Patch(ctx, "default", types.MergePatchType, patch, metav1.PatchOptions{})
 	Expect(err).NotTo(HaveOccurred())
 }
 
@@ -146,8 +142,7 @@ func clusteradmEnable(ctx context.Context, cluster string) {
 func enableAddonForSpec(ctx context.Context, cluster *fleet.ManagedCluster) {
 	pruneIssuedAgentCSRs(ctx, cluster.Name)
 	clusteradmEnable(ctx, cluster.Name)
-	addons, err := addonclient.NewForConfig(theFleet.Hub.Config)
-	Expect(err).NotTo(HaveOccurred())
+	addons := newHubClients().addons
 	DeferCleanup(func(ctx SpecContext) {
 		err := addons.AddonV1beta1().ManagedClusterAddOns(cluster.Name).Delete(ctx, addonName, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
@@ -175,14 +170,11 @@ func pruneIssuedAgentCSRs(ctx context.Context, cluster string) {
 // is available (fleet.AddonPlacementYAML) and deletes it when the spec ends. It returns
 // once the Placement's PlacementDecision lists each of clusters.
 func applyAddonPlacementForSpec(ctx context.Context, name string, clusters ...*fleet.ManagedCluster) {
-	applier, err := fleet.NewApplier(theFleet.Hub.Config)
-	Expect(err).NotTo(HaveOccurred())
+	hub := newHubClients()
+	applier := hub.applier
 	Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace, fleet.AddonPlacementYAML(name))).To(Succeed())
-	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
-	Expect(err).NotTo(HaveOccurred())
-	placements := schema.GroupVersionResource{Group: "cluster.open-cluster-management.io", Version: "v1beta1", Resource: "placements"}
 	DeferCleanup(func(ctx SpecContext) {
-		err := hubDyn.Resource(placements).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+		err := hub.dyn.Resource(placementsGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 		Expect(ignoreNotFound(err)).To(Succeed())
 	})
 	// What reads the decisions next need not race the placement controller
@@ -201,11 +193,7 @@ func applyAddonPlacementForSpec(ctx context.Context, name string, clusters ...*f
 // reads it (statusslices.AppOf). The agent of this fleet reports its apps there, so its
 // report on the ManagedClusterAddOn must hold no condition per app: that is an error.
 func reportedApp(ctx context.Context, cluster, name string) (clusterreport.App, bool, error) {
-	addons, err := addonclient.NewForConfig(theFleet.Hub.Config)
-	if err != nil {
-		return clusterreport.App{}, false, err
-	}
-	mca, err := addons.AddonV1beta1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
+	mca, err := newHubClients().addons.AddonV1beta1().ManagedClusterAddOns(cluster).Get(ctx, addonName, metav1.GetOptions{})
 	if err != nil {
 		return clusterreport.App{}, false, err
 	}
@@ -231,11 +219,7 @@ func reportedApp(ctx context.Context, cluster, name string) (clusterreport.App, 
 // sliceApps returns the apps of the cluster's agent in its ApplicationStatusSlices on the
 // hub, as the hub reads them (statusslices.AppOf).
 func sliceApps(ctx context.Context, cluster string) ([]clusterreport.App, error) {
-	hubDyn, err := dynamic.NewForConfig(theFleet.Hub.Config)
-	if err != nil {
-		return nil, err
-	}
-	list, err := hubDyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(cluster).List(ctx,
+	list, err := newHubClients().dyn.Resource(statusv1alpha1.GroupVersion.WithResource(statusv1alpha1.Resource)).Namespace(cluster).List(ctx,
 		metav1.ListOptions{LabelSelector: statusv1alpha1.LabelAddon + "=" + addonName})
 	if err != nil {
 		return nil, err

@@ -198,8 +198,7 @@ spec:
       destination: {server: https://kubernetes.default.svc, namespace: guestbook}
 `))).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
-			appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
-			Expect(hub.dyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "smoke-appset", metav1.DeleteOptions{})).To(Succeed())
+			Expect(hub.dyn.Resource(appSetsGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "smoke-appset", metav1.DeleteOptions{})).To(Succeed())
 			for _, name := range managedClusters {
 				Expect(theFleet.Hub.Kube.CoreV1().Secrets(fleet.ArgoCDNamespace).Delete(ctx, "smoke-cluster-"+name, metav1.DeleteOptions{})).To(Succeed())
 			}

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -239,10 +238,9 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 		Expect(err).NotTo(HaveOccurred())
 		hubApp := target.Name + "-pull-appset"
 
-		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		var report appsv1alpha1.MulticlusterApplicationSetReport
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hub.dyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
+			u, err := hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, "pull-appset", metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
@@ -275,14 +273,13 @@ subjects: [{kind: ServiceAccount, name: argocd-application-controller, namespace
 		}).Should(Equal("Synced/" + head + "/Healthy/2 resources"))
 
 		By("deleting the ApplicationSet removes its apps, works and deployed resources, and the report")
-		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
-		Expect(hub.dyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "pull-appset", metav1.DeleteOptions{})).To(Succeed())
+		Expect(hub.dyn.Resource(appSetsGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, "pull-appset", metav1.DeleteOptions{})).To(Succeed())
 		eventually(ctx, func(ctx context.Context) bool {
 			_, err := target.Kube.AppsV1().Deployments("pull-appset").Get(ctx, "guestbook-ui", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "deployed resources pruned on the spoke")
 		eventually(ctx, objectGone(hub.dyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone")
-		eventually(ctx, objectGone(hub.dyn.Resource(reports).Namespace(fleet.ArgoCDNamespace), "pull-appset")).Should(BeTrue(), "report collected with its ApplicationSet")
+		eventually(ctx, objectGone(hub.dyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace), "pull-appset")).Should(BeTrue(), "report collected with its ApplicationSet")
 	})
 })
 

@@ -64,16 +64,14 @@ var _ = Describe("A hub user on a pulled app's tree", Ordered, func() {
 		argocd *fleet.ArgoCDClient
 	)
 	BeforeAll(func(ctx SpecContext) {
-		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hubDyn = newHubClients().dyn
 		target = theFleet.Clusters[0]
 		enableAddonForSpec(ctx, target)
 		applyAddonPlacementForSpec(ctx, placement, target)
 
 		By("the hub has a Service and a Deployment named as the guestbook's, in a namespace of that name")
 		hub := theFleet.Hub.Kube
-		_, err = hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+		_, err := hub.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(hub.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})).To(Succeed())

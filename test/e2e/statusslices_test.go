@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 
@@ -69,11 +68,8 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 
 	BeforeAll(func(ctx SpecContext) {
 		resources, nameLength = *completeResources, *completeNameLength
-		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		addons, err = addonclient.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hub := newHubClients()
+		hubDyn, addons = hub.dyn, hub.addons
 		target = theFleet.Clusters[1]
 		enableAddonForSpec(ctx, target)
 		applyAddonPlacementForSpec(ctx, placement, target)
@@ -89,19 +85,17 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 			fmt.Fprintf(&manifests, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {index: \"%d\"}\n", name, i)
 		}
 		manifests.WriteString("---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports: [{port: 80}]\n  selector: {app: web}\n")
-		_, err = theFleet.Git.Commit(fmt.Sprintf("complete status: %d resources", resources), map[string]string{path + "/resources.yaml": manifests.String()})
+		_, err := theFleet.Git.Commit(fmt.Sprintf("complete status: %d resources", resources), map[string]string{path + "/resources.yaml": manifests.String()})
 		Expect(err).NotTo(HaveOccurred())
 
-		applier, err := fleet.NewApplier(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
-		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+		applier := hub.applier
 		for i := range apps {
 			Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
 				fleet.PulledApplicationSetYAML(appSet(i), appSet(i), placement, theFleet.Git.URL(), path, appSet(i), completeTemplate))).To(Succeed())
 		}
 		DeferCleanup(func(ctx SpecContext) {
 			for i := range apps {
-				err := hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet(i), metav1.DeleteOptions{})
+				err := hubDyn.Resource(appSetsGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet(i), metav1.DeleteOptions{})
 				Expect(ignoreNotFound(err)).To(Succeed())
 			}
 			eventually(ctx, func(ctx context.Context) (int, error) {
@@ -200,11 +194,10 @@ var _ = Describe("Complete status at any scale", Ordered, func() {
 		Expect(asConditions.Cut.ResourceLists).To(BeNumerically(">", 0))
 
 		By(fmt.Sprintf("each ApplicationSet's report lists the %d resources", resources))
-		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		eventually(ctx, func(ctx context.Context) ([]string, error) {
 			var short []string
 			for i := range apps {
-				u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet(i), metav1.GetOptions{})
+				u, err := hubDyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet(i), metav1.GetOptions{})
 				if err != nil {
 					short = append(short, appSet(i)+": "+err.Error())
 					continue

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
@@ -42,12 +41,11 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		head     string
 	)
 	BeforeAll(func(ctx SpecContext) {
-		var err error
-		hubDyn, err = dynamic.NewForConfig(theFleet.Hub.Config)
-		Expect(err).NotTo(HaveOccurred())
+		hubDyn = newHubClients().dyn
 		// The pull suite uses this cluster too; each suite enables the addon and removes
 		// it, agent included, before it ends.
 		target = theFleet.Clusters[1]
+		var err error
 		spokeDyn, err = dynamic.NewForConfig(target.Config)
 		Expect(err).NotTo(HaveOccurred())
 
@@ -78,9 +76,8 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(applier.ApplyYAML(ctx, fleet.ArgoCDNamespace,
 			fleet.PulledApplicationSetYAML(appSet, appSet, placement, theFleet.Git.URL(), slowPath, slowNS, fleet.AppTemplate{}))).To(Succeed())
-		appsets := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(hubDyn.Resource(appsets).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet, metav1.DeleteOptions{})).To(Succeed())
+			Expect(hubDyn.Resource(appSetsGVR).Namespace(fleet.ArgoCDNamespace).Delete(ctx, appSet, metav1.DeleteOptions{})).To(Succeed())
 			eventually(ctx, objectGone(hubDyn.Resource(fleet.ApplicationGVR).Namespace(fleet.ArgoCDNamespace), hubApp)).Should(BeTrue(), "hub Application gone once the cluster is clean")
 		})
 
@@ -121,9 +118,8 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 
 		By("the agent's report and the ApplicationSet report count it healthy")
 		eventually(ctx, reportedSyncAndHealth(target.Name, hubApp)).Should(Equal("Synced/Healthy"))
-		reports := schema.GroupVersionResource{Group: "apps.open-cluster-management.io", Version: "v1alpha1", Resource: "multiclusterapplicationsetreports"}
 		eventually(ctx, func(ctx context.Context) (string, error) {
-			u, err := hubDyn.Resource(reports).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet, metav1.GetOptions{})
+			u, err := hubDyn.Resource(reportsGVR).Namespace(fleet.ArgoCDNamespace).Get(ctx, appSet, metav1.GetOptions{})
 			if err != nil {
 				return "", err
 			}
