@@ -62,8 +62,8 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 # the fleet, then the fault suite; the static checks, the unit tests, the other integration
 # suites (one package at a time), fuzz (one worker) and the bench smoke test. The machine
 # is the limit (2 cores about 80% busy): the lanes are filled so that they take about as
-# long. Every tool is built before, once. Each suite writes to .cache/test-logs/<target>.log,
-# printed whole when it ends.
+# long, and each target's CPU is printed beside its wall time. Every tool is built before,
+# once. Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
 test: test-tools ## Run every check and test suite in two lanes side by side: e2e on the fleet then the fault suite; static checks and the linter, unit, the other integration suites (envtest, chart, abuse), fuzz and the bench smoke test
 	@MAKE="$(MAKE)" hack/lanes.sh test-e2e test-fault -- verify test-unit 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
