@@ -100,9 +100,11 @@ func (p *resourceProxy) run(ctx context.Context) {
 		if opened {
 			backoff, failing = time.Second, false
 		}
+		var wait time.Duration
+		wait, backoff = reopenAfter(err, backoff)
 		// Said once while the hub keeps refusing (a hub without the resource proxy).
 		if !failing {
-			log.Info("the resource proxy's tunnel is closed; opening it again", "error", err.Error(), "after", backoff)
+			log.Info("the resource proxy's tunnel is closed; opening it again", "error", err.Error(), "after", wait)
 		} else {
 			log.V(2).Info("the resource proxy's tunnel is still closed", "error", err.Error())
 		}
@@ -110,15 +112,21 @@ func (p *resourceProxy) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, proxyBackoffMax)
-		if errors.Is(err, errProxyNotServed) {
-			// A hub without the resource proxy: asked again now and then, not every 30 s
-			// by every cluster.
-			backoff = proxyNotServedRetry
+		case <-time.After(wait):
 		}
 	}
+}
+
+// reopenAfter returns how long run waits to open the tunnel again after it closed with
+// err, and the backoff after that wait: backoff, doubled up to proxyBackoffMax for the
+// next failure. A hub that serves no resource proxy is asked again after
+// proxyNotServedRetry, from its first answer on, not every 30 s by every cluster.
+func reopenAfter(err error, backoff time.Duration) (wait, next time.Duration) {
+	next = min(2*backoff, proxyBackoffMax)
+	if errors.Is(err, errProxyNotServed) {
+		return proxyNotServedRetry, next
+	}
+	return backoff, next
 }
 
 // errProxyNotServed: the hub serves no resource proxy (its APIService is absent).

@@ -3,9 +3,11 @@ package spoke
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,7 +57,7 @@ func TestParseAPIPath(t *testing.T) {
 
 // TestTunnelEnds: a tunnel the hub closes cleanly ends with an error (the loop logs it and
 // opens it again), and a hub that serves no resource proxy says so (the loop then waits
-// proxyNotServedRetry).
+// reopenAfter).
 func TestTunnelEnds(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -74,6 +76,33 @@ func TestTunnelEnds(t *testing.T) {
 			opened, err := p.serveTunnel(context.Background())
 			if opened != tc.wantOpened || err == nil || errors.Is(err, errProxyNotServed) != tc.notServed {
 				t.Errorf("serveTunnel = %v, %v; want opened %v, an error, not served %v", opened, err, tc.wantOpened, tc.notServed)
+			}
+		})
+	}
+}
+
+// TestReopenAfter: the tunnel opens again after a backoff that doubles up to
+// proxyBackoffMax, and a hub that serves no resource proxy is asked again only after
+// proxyNotServedRetry, from its first answer on.
+func TestReopenAfter(t *testing.T) {
+	notServed := fmt.Errorf("%w: the hub answered 404 Not Found", errProxyNotServed)
+	closed := errors.New("the hub closed the tunnel")
+	for _, tc := range []struct {
+		name               string
+		err                error
+		backoff            time.Duration
+		wantWait, wantNext time.Duration
+	}{
+		{"closed, first time", closed, time.Second, time.Second, 2 * time.Second},
+		{"closed again", closed, 16 * time.Second, 16 * time.Second, proxyBackoffMax},
+		{"closed at the most", closed, proxyBackoffMax, proxyBackoffMax, proxyBackoffMax},
+		{"no resource proxy, first answer", notServed, time.Second, proxyNotServedRetry, 2 * time.Second},
+		{"no resource proxy again", notServed, 2 * time.Second, proxyNotServedRetry, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wait, next := reopenAfter(tc.err, tc.backoff)
+			if wait != tc.wantWait || next != tc.wantNext {
+				t.Errorf("reopenAfter(%v, %v) = %v, %v; want %v, %v", tc.err, tc.backoff, wait, next, tc.wantWait, tc.wantNext)
 			}
 		})
 	}
