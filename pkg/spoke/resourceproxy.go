@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -50,6 +51,8 @@ type resourceProxy struct {
 	// spoke reaches the managed cluster as Argo CD's application-controller.
 	spoke    *http.Client
 	spokeURL string
+	// spokeMeta reads the metadata of the managed cluster's resources through spoke.
+	spokeMeta metadata.Interface
 	// kinds caches, per group version, the kind of each resource.
 	kindsMu sync.Mutex
 	kinds   map[schema.GroupVersion]resourceKinds
@@ -82,8 +85,12 @@ func newResourceProxy(a *agent, hubConfig, spokeConfig *rest.Config, impersonate
 	// A redirect would run a request on a path the agent did not check: the answer goes
 	// back as it is.
 	spoke.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	spokeMeta, err := metadata.NewForConfigAndClient(spokeConfig, spoke)
+	if err != nil {
+		return nil, fmt.Errorf("resource proxy: the managed cluster's metadata client: %w", err)
+	}
 	return &resourceProxy{a: a, hub: hub, hubURL: strings.TrimSuffix(hubConfig.Host, "/"), spoke: spoke,
-		spokeURL: strings.TrimSuffix(spokeConfig.Host, "/"), kinds: map[schema.GroupVersion]resourceKinds{},
+		spokeURL: strings.TrimSuffix(spokeConfig.Host, "/"), spokeMeta: spokeMeta, kinds: map[schema.GroupVersion]resourceKinds{},
 		slots: make(chan struct{}, proxyConcurrency)}, nil
 }
 
@@ -451,29 +458,15 @@ func (p *resourceProxy) uidOf(ctx context.Context, node statusv1alpha1.ResourceN
 	if err != nil {
 		return "", err
 	}
-	path := "/apis/" + gv.Group + "/" + gv.Version
-	if gv.Group == "" {
-		path = "/api/" + gv.Version
+	obj, err := p.spokeMeta.Resource(gv.WithResource(resource)).Namespace(node.Namespace).Get(ctx, node.Name, metav1.GetOptions{})
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code != 0 {
+		// The managed cluster's answer (not found, forbidden) goes back as it gave it.
+		return "", &proxyRefusal{code: int(status.Status().Code), reason: status.Status().Reason,
+			message: fmt.Sprintf("managed cluster %s: %s %s/%s: %s", p.a.opts.ClusterName, node.Kind, node.Namespace, node.Name, status.Status().Message)}
 	}
-	if node.Namespace != "" {
-		path += "/namespaces/" + node.Namespace
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.spokeURL+path+"/"+resource+"/"+node.Name, nil)
 	if err != nil {
 		return "", err
-	}
-	resp, err := p.spoke.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var obj metav1.PartialObjectMetadata
-	if resp.StatusCode != http.StatusOK {
-		return "", &proxyRefusal{code: resp.StatusCode, reason: metav1.StatusReasonNotFound,
-			message: fmt.Sprintf("managed cluster %s: %s %s/%s: %s", p.a.opts.ClusterName, node.Kind, node.Namespace, node.Name, resp.Status)}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil {
-		return "", fmt.Errorf("decode %s %s/%s: %w", node.Kind, node.Namespace, node.Name, err)
 	}
 	return string(obj.UID), nil
 }
