@@ -138,9 +138,9 @@ fleet-down: ## Stop the fleet that fleet-up started
 
 ##@ Build
 
-.PHONY: build
 # go run -exec install links each binary through Go's build cache (go build relinks every
 # time), as hack/tools/build.sh does: a build of unchanged sources copies, links nothing.
+.PHONY: build
 build: ## Build the product binaries and the fleet command into bin/
 	go run -exec "install -m 0755 -T" ./cmd/manager $(BIN_DIR)/manager
 	go run -exec "install -m 0755 -T" ./cmd/agent $(BIN_DIR)/agent

@@ -25,8 +25,9 @@ run() {
   log=$logs/$name.log
   start=$(date +%s)
   touch "$state/running.$name"
-  # The subshell's times are the CPU of the target's processes that ended in it: a lane's
-  # wall time alone cannot tell a waiting suite from a busy one.
+  # The subshell's times are the CPU of the target's processes, each counted once it was
+  # waited for (a fleet's processes by the test that started them): a lane's wall time
+  # alone cannot tell a waiting suite from a busy one.
   if (
     "$make" --no-print-directory "${args[@]}" >"$log" 2>&1
     rc=$?

@@ -57,7 +57,7 @@ func TestParseAPIPath(t *testing.T) {
 
 // TestTunnelEnds: a tunnel the hub closes cleanly ends with an error (the loop logs it and
 // opens it again), and a hub that serves no resource proxy says so (the loop then waits
-// reopenAfter).
+// the longer time that reopenAfter gives it).
 func TestTunnelEnds(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
