@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -98,13 +100,37 @@ var _ = Describe("The hub's cost of a rollout", Ordered, func() {
 		// The quiet baseline (Leases, endpoints) is not the rollout's.
 		total := 0
 		for r, n := range d.byResource() {
-			if !slices.Contains([]string{"leases", "endpoints", "endpointslices"}, r) {
+			if !slices.Contains(baselineResources, r) {
 				total += n
 			}
 		}
 		perApp := float64(total) / float64(apps)
 		fmt.Fprintf(GinkgoWriter, "a rollout of %d apps on %d clusters in %v: %d hub writes, %.1f per app (Leases and endpoints left out); by resource: %s\n",
 			apps, len(targets), took.Round(time.Second), total, perApp, d)
+		byWriter, err := fleet.WritesByWriter(theFleet.Hub.AuditLog, start, start.Add(took))
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "the rollout's writes per app by writer, from the hub's audit log:\n%s", perAppByWriter(byWriter, apps))
 		Expect(perApp).To(BeNumerically("<=", costBound), "hub writes per app: %s", d)
 	})
 })
+
+// baselineResources are the resources that a quiet hub writes too (Leases, endpoints):
+// not the rollout's.
+var baselineResources = []string{"leases", "endpoints", "endpointslices"}
+
+// perAppByWriter lists the writes of each writer per app, the most first, a line each;
+// baselineResources are left out, as in the spec's total.
+func perAppByWriter(counts map[fleet.Writer]int, apps int) string {
+	writers := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(writers, func(a, b fleet.Writer) int {
+		return cmp.Or(counts[b]-counts[a], strings.Compare(a.User+a.Verb+a.Resource, b.User+b.Verb+b.Resource))
+	})
+	var out strings.Builder
+	for _, w := range writers {
+		if slices.Contains(baselineResources, w.Resource) {
+			continue
+		}
+		fmt.Fprintf(&out, "  %5.2f  %s %s by %s\n", float64(counts[w])/float64(apps), w.Verb, w.Resource, w.User)
+	}
+	return out.String()
+}

@@ -33,6 +33,9 @@ type ControlPlane struct {
 	Kubeconfig string // an admin (system:masters) kubeconfig
 	Config     *rest.Config
 	Kube       kubernetes.Interface
+	// AuditLog is the file of the hub apiserver's audit log of writes (hubAuditPolicy,
+	// WritesByWriter); empty on a managed cluster.
+	AuditLog string
 
 	ca      *certificateAuthority
 	pkiDir  string
@@ -95,7 +98,14 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 		return nil, err
 	}
 
-	if cp.apiserver, err = sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: []string{
+	var audit []string
+	if !workloads {
+		cp.AuditLog = filepath.Join(cp.Dir, "audit.log")
+		if audit, err = auditArgs(cp.Dir, cp.AuditLog); err != nil {
+			return nil, fmt.Errorf("%s: audit policy: %w", name, err)
+		}
+	}
+	if cp.apiserver, err = sup.start(processSpec{Name: name + "-kube-apiserver", Path: filepath.Join(bin, "kube-apiserver"), Args: append([]string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + cp.pkiDir,
@@ -116,7 +126,7 @@ func startControlPlane(ctx context.Context, sup *supervisor, bin, runDir, name s
 		// KWOK serves the kubelet API of every fake Node on loopback (scheduling.go).
 		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
-	}}); err != nil {
+	}, audit...)}); err != nil {
 		return nil, err
 	}
 
