@@ -25,8 +25,8 @@ rules:
 `
 
 // auditArgs writes the hub's audit policy into dir and returns the apiserver flags that
-// log by it to the file at log, one JSON event a line, each written before the request is
-// answered (the default blocking mode: a reader after the answer finds it).
+// log by it to the file at log, one JSON event a line, each written as its request
+// completes (the default blocking mode, no batch that would hold events back for seconds).
 func auditArgs(dir, log string) ([]string, error) {
 	policy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(hubAuditPolicy), 0o600); err != nil {
