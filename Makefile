@@ -138,13 +138,16 @@ fleet-down: ## Stop the fleet that fleet-up started
 
 ##@ Build
 
-# go run -exec install links each binary through Go's build cache (go build relinks every
-# time), as hack/tools/build.sh does: a build of unchanged sources copies, links nothing.
+# GO_BUILD_CACHED <package> <binary> links the package through Go's build cache and copies
+# the binary there (go run keeps what it links, go build relinks every time), as
+# hack/tools/build.sh does: a build of unchanged sources links nothing.
+GO_BUILD_CACHED := go run -exec "install -m 0755 -T"
+
 .PHONY: build
 build: ## Build the product binaries and the fleet command into bin/
-	go run -exec "install -m 0755 -T" ./cmd/manager $(BIN_DIR)/manager
-	go run -exec "install -m 0755 -T" ./cmd/agent $(BIN_DIR)/agent
-	go run -exec "install -m 0755 -T" ./test/fleet/cmd/fleet $(BIN_DIR)/fleet
+	$(GO_BUILD_CACHED) ./cmd/manager $(BIN_DIR)/manager
+	$(GO_BUILD_CACHED) ./cmd/agent $(BIN_DIR)/agent
+	$(GO_BUILD_CACHED) ./test/fleet/cmd/fleet $(BIN_DIR)/fleet
 
 .PHONY: image
 image: ## Build the image without Docker (hack/image): an OCI layout, its tarball and digest in bin/image; IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS
