@@ -96,6 +96,18 @@ func SyncsByRollingSync(appSet *unstructured.Unstructured) bool {
 	return strategy == StrategyRollingSync && len(steps) > 0
 }
 
+// SyncsAutomatically reports whether Argo CD syncs app on its own when it is OutOfSync:
+// spec.syncPolicy.automated is set, and its enabled is not false (Argo CD's
+// SyncPolicy.IsAutomatedSyncEnabled).
+func SyncsAutomatically(app *unstructured.Unstructured) bool {
+	automated, found, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
+	if !found || automated == nil {
+		return false
+	}
+	enabled, isBool := automated["enabled"].(bool)
+	return !isBool || enabled
+}
+
 // ApplicationSetKey returns "<namespace>/<name>", the value of
 // AnnotationHostingApplicationSet.
 func ApplicationSetKey(namespace, name string) string {

@@ -193,3 +193,21 @@ func TestProjectPermitsNamespace(t *testing.T) {
 		t.Error("a project without sourceNamespaces permits another namespace than Argo CD's")
 	}
 }
+
+func TestSyncsAutomatically(t *testing.T) {
+	for _, tc := range []struct {
+		policy any
+		want   bool
+	}{
+		{nil, false},
+		{map[string]any{}, false},
+		{map[string]any{"automated": map[string]any{}}, true},
+		{map[string]any{"automated": map[string]any{"enabled": true}}, true},
+		{map[string]any{"automated": map[string]any{"enabled": false}}, false},
+	} {
+		app := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"syncPolicy": tc.policy}}}
+		if got := SyncsAutomatically(app); got != tc.want {
+			t.Errorf("SyncsAutomatically with syncPolicy %v = %v; want %v", tc.policy, got, tc.want)
+		}
+	}
+}

@@ -44,11 +44,14 @@ type appVersion struct {
 	at       time.Time
 	revision string // status.sync.revision: from the work's feedback
 	message  string // status.health.message: from the agent's slice
+	health   string // status.health.status
 }
 
-func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Duration) *coalesceFixture {
+// newCoalesceFixture starts the fixture with the mirror's coalescing window and settle
+// wait (zero: the default).
+func newCoalesceFixture(t *testing.T, namespace, cluster string, window, settle time.Duration) *coalesceFixture {
 	opts := mirrorOptions()
-	opts.CoalesceWindow = window
+	opts.CoalesceWindow, opts.SettleWait = window, settle
 	writes := &testenv.WriteLog{}
 	env, hub, app := startSliceMirror(t, namespace, cluster, opts, writes)
 	ctx, g := hub.Ctx, hub.G
@@ -70,6 +73,7 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window time.Dur
 			v := appVersion{at: time.Now()}
 			v.revision, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
 			v.message, _, _ = unstructured.NestedString(u.Object, "status", "health", "message")
+			v.health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
 			f.mu.Lock()
 			f.versions = append(f.versions, v)
 			f.mu.Unlock()
@@ -135,7 +139,7 @@ func (f *coalesceFixture) seen() []appVersion {
 // burst's last value of each channel; no version that a watch sees shows a value that
 // a newer one had replaced before the write.
 func TestOneWritePerBurst(t *testing.T) {
-	f := newCoalesceFixture(t, "apps-burst", "cluster-burst", time.Second)
+	f := newCoalesceFixture(t, "apps-burst", "cluster-burst", time.Second, 0)
 	f.feedBack("start")
 	f.shows("start", "none")
 	time.Sleep(2 * time.Second) // settled: the mirror's own write's event was reconciled
@@ -176,7 +180,7 @@ func TestStreamWrittenWithinTheWindow(t *testing.T) {
 	// slack is what a loaded machine may add to a window: the reconcile, the patch, the
 	// watch event.
 	const slack = 700 * time.Millisecond
-	f := newCoalesceFixture(t, "apps-stream", "cluster-stream", window)
+	f := newCoalesceFixture(t, "apps-stream", "cluster-stream", window, 0)
 	f.feedBack("start")
 	f.shows("start", "none")
 	time.Sleep(2 * window)

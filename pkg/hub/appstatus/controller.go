@@ -70,8 +70,9 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("invalid status mirror options: %w", err)
 	}
+	opts.SettleWait = cmp.Or(opts.SettleWait, DefaultSettleWait)
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
-		progressingSince: map[types.NamespacedName]time.Time{}}
+		progressingSince: map[types.NamespacedName]time.Time{}, waitingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
 	// Every watch enqueues the app's request after the window (coalescing): the hub
 	// Application's own, the work's feedback, and the agent's report and status slices,
@@ -107,6 +108,9 @@ type reconciler struct {
 	mu sync.Mutex
 	// progressingSince is when this controller wrote a Progressing before Healthy.
 	progressingSince map[types.NamespacedName]time.Time
+	// waitingSince is when the first passing state of an app that is not written yet
+	// arrived (settleWait).
+	waitingSince map[types.NamespacedName]time.Time
 }
 
 func (r *reconciler) isCandidate(o client.Object) bool {
@@ -188,6 +192,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				return ctrl.Result{RequeueAfter: wait}, nil
 			}
 		}
+	}
+	// A state the managed cluster passes through on its own waits for the next, up to
+	// SettleWait: a rollout is one write, when the app settles.
+	if wait := r.settleWait(req.NamespacedName, app, desired, time.Now()); wait > 0 {
+		if obs.RecheckAfter > 0 {
+			wait = min(wait, obs.RecheckAfter)
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	result, err := r.write(ctx, app, desired, obs.RecheckAfter)
 	if err == nil {
@@ -292,4 +304,5 @@ func (r *reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.progressingSince, key)
+	delete(r.waitingSince, key)
 }

@@ -15,11 +15,17 @@ type Settings struct {
 	// mirror reconciles it: what arrives in that window is one write. Zero means
 	// DefaultCoalesceWindow.
 	CoalesceWindow time.Duration
+	// SettleWait is how long the mirror may hold back a state that the managed cluster
+	// passes through on its own (an automatic sync about to start or running, health
+	// Progressing) while no one on the hub waits for it, so that a rollout writes the hub
+	// app once it settles: the hub is at most this far behind such a state. Zero means
+	// DefaultSettleWait.
+	SettleWait time.Duration
 }
 
 // DefaultSettings returns the defaults of the settings.
 func DefaultSettings() Settings {
-	return Settings{ProgressingHold: time.Second, CoalesceWindow: DefaultCoalesceWindow}
+	return Settings{ProgressingHold: time.Second, CoalesceWindow: DefaultCoalesceWindow, SettleWait: DefaultSettleWait}
 }
 
 // Validate reports settings that cannot work.
@@ -29,6 +35,9 @@ func (s Settings) Validate() error {
 	}
 	if s.CoalesceWindow < 0 {
 		return fmt.Errorf("the coalescing window is %v; it must not be negative", s.CoalesceWindow)
+	}
+	if s.SettleWait < 0 {
+		return fmt.Errorf("the settle wait is %v; it must not be negative", s.SettleWait)
 	}
 	return nil
 }

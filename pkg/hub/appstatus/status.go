@@ -59,13 +59,26 @@ type Desired struct {
 // Application as it is when the annotation leaves, so argocd app get --refresh shows the
 // refreshed status. It reports whether it changed app.
 func AcknowledgeRefresh(app *unstructured.Unstructured, d Desired) bool {
-	annotations := app.GetAnnotations()
-	if _, asked := annotations[argoapp.AnnotationRefresh]; !asked || d.RefreshID == "" || d.State.Refreshed != d.RefreshID {
+	if !refreshAnswered(app, d) {
 		return false
 	}
+	annotations := app.GetAnnotations()
 	delete(annotations, argoapp.AnnotationRefresh)
 	app.SetAnnotations(annotations)
 	return true
+}
+
+// refreshAnswered reports whether app asks for a refresh, and the agent's entry of d is
+// the answer to the refresh that d's work asks the spoke for.
+func refreshAnswered(app *unstructured.Unstructured, d Desired) bool {
+	_, asked := app.GetAnnotations()[argoapp.AnnotationRefresh]
+	return asked && d.RefreshID != "" && d.State.Refreshed == d.RefreshID
+}
+
+// conditions returns the conditions that d wants among those this controller owns: the
+// agent's, then the hub's notes.
+func (d Desired) conditions() []argoapp.Condition {
+	return append(slices.DeleteFunc(slices.Clone(d.State.Conditions), isHubNote), d.hubNotes()...)
 }
 
 // hubNotes returns the conditions the hub adds about the data it shows.
@@ -176,7 +189,7 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 	}
 	setList(status, "history", historyList(s.History))
 
-	wanted := append(slices.DeleteFunc(slices.Clone(s.Conditions), isHubNote), d.hubNotes()...)
+	wanted := d.conditions()
 	if !equalConditions(ownedConditions(status), wanted) {
 		setConditions(status, wanted, now)
 	}
