@@ -217,7 +217,7 @@ func (s *StandIns) reconcileWork(ctx context.Context, req reconcile.Request) (re
 				feedback(argoapp.FeedbackHealthStatus, "Healthy"),
 				feedback(argoapp.FeedbackSyncStatus, "Synced"),
 				feedback(argoapp.FeedbackSyncRevision, SyncRevision),
-				feedback(argoapp.FeedbackOperationStatePhase, "Succeeded"),
+				feedback(argoapp.FeedbackOperationStatePhase, argoapp.OperationSucceeded),
 				feedback(argoapp.FeedbackOperationStateStartedAt, work.CreationTimestamp.UTC().Format(time.RFC3339)),
 			}
 		}
@@ -402,9 +402,12 @@ func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condit
 			ManifestWork:   work.Name,
 			Sync:           argoapp.SyncStatus{Status: "Synced", Revision: SyncRevision},
 			Health:         argoapp.HealthStatus{Status: "Healthy"},
-			Resources:      slices.Clone(resources),
-			Conditions:     injected[hubName],
-			ObservedAt:     work.CreationTimestamp.UTC(),
+			// The operation that the work's feedback says (reconcileWork), as a real agent
+			// reports the one the spoke Argo CD ran.
+			Operation:  argoapp.OperationState{Phase: argoapp.OperationSucceeded, StartedAt: work.CreationTimestamp.UTC().Format(time.RFC3339)},
+			Resources:  slices.Clone(resources),
+			Conditions: injected[hubName],
+			ObservedAt: work.CreationTimestamp.UTC(),
 		}
 		for i := range app.Resources {
 			app.Resources[i].Namespace = app.Name

@@ -37,8 +37,9 @@ func passing(s observed.State, syncsAutomatically bool) bool {
 }
 
 // mayWait reports whether the write of desired onto app may wait for the app to settle:
-// desired is a passing state, no one on the hub waits for it, and nothing in it is news
-// that must not wait. Someone waits while the hub Application holds an operation (a hub
+// desired is a passing state, or one of its two channels has not caught up with the
+// other (the work agent and the addon's agent each write theirs in their own time); no
+// one on the hub waits for it; and nothing in it is news that must not wait. Someone waits while the hub Application holds an operation (a hub
 // user's sync, which argocd app sync follows, or a RollingSync step's). News are a
 // change of the conditions (Argo CD's errors, the hub's notes), which the hub shows
 // within a second whatever the rest does, and the answer to a refresh asked on the hub.
@@ -46,7 +47,7 @@ func mayWait(app *unstructured.Unstructured, desired Desired) bool {
 	if _, operation := app.Object["operation"]; operation {
 		return false
 	}
-	if !passing(desired.State, argoapp.SyncsAutomatically(app)) || refreshAnswered(app, desired) {
+	if !(passing(desired.State, argoapp.SyncsAutomatically(app)) || desired.State.ChannelsDiffer) || refreshAnswered(app, desired) {
 		return false
 	}
 	status, _, _ := unstructured.NestedMap(app.Object, "status")

@@ -21,14 +21,38 @@ type spokeStep struct {
 	sync, health, phase string
 }
 
-// step plays the work agent: the work's feedback says the step, its revision names it.
+// step plays the spoke: the work agent's feedback says the step (its revision names it),
+// and then the agent's entry.
 func (f *coalesceFixture) step(name string, s spokeStep) {
+	f.feedStep(name, s)
+	f.publishStep(name, s, nil)
+}
+
+// publishStep plays the agent: its entry says the step, with conditions.
+func (f *coalesceFixture) publishStep(name string, s spokeStep, conditions []statusv1alpha1.Condition) {
+	entry := f.entry(name)
+	entry.Sync.Status, entry.Health.Status, entry.Health.Message = s.sync, s.health, ""
+	entry.Resources[0].Status, entry.Resources[0].Health = s.sync, &statusv1alpha1.Health{Status: s.health}
+	if s.phase != "" {
+		entry.Operation = &statusv1alpha1.OperationState{Phase: s.phase, StartedAt: operationStart}
+	}
+	entry.Conditions = conditions
+	f.hub.UpdateSlice(client.ObjectKeyFromObject(f.slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
+		cur.Apps = []statusv1alpha1.AppStatus{entry}
+	})
+}
+
+// operationStart is when the operation of the steps started.
+const operationStart = "2026-12-07T10:00:00Z"
+
+// feedStep plays the work agent: the work's feedback says the step.
+func (f *coalesceFixture) feedStep(name string, s spokeStep) {
 	values := map[string]string{
 		argoapp.FeedbackSyncStatus: s.sync, argoapp.FeedbackHealthStatus: s.health, argoapp.FeedbackSyncRevision: name,
 	}
 	if s.phase != "" {
 		values[argoapp.FeedbackOperationStatePhase] = s.phase
-		values[argoapp.FeedbackOperationStateStartedAt] = "2026-12-07T10:00:00Z"
+		values[argoapp.FeedbackOperationStateStartedAt] = operationStart
 	}
 	f.hub.UpdateWorkStatus(client.ObjectKeyFromObject(f.work), func(cur *workv1.ManifestWork) {
 		cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{testenv.ApplicationFeedback("argocd", f.key.Name, values)}
@@ -117,17 +141,24 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 		f.g.Expect(at.Sub(healthy)).To(gomega.BeNumerically("<=", window+slack), "Healthy, once it comes")
 	})
 
+	t.Run("a state that one channel brings before the other is one write, once both agree", func(t *testing.T) {
+		before := f.mirrorWrites()
+		f.feedStep("healthy-4", rollout[4].spokeStep) // the work agent first
+		time.Sleep(4 * window)
+		f.g.Expect(f.versionsAfter("start")).NotTo(gomega.ContainElement(gomega.HavePrefix("healthy-4/")), "the hub waits for the agent")
+		f.publishStep("healthy-4", rollout[4].spokeStep, nil)
+		f.shows("healthy-4", "")
+		time.Sleep(2 * window)
+		f.g.Expect(f.mirrorWrites()-before).To(gomega.Equal(1), "the mirror's writes of the state")
+	})
+
 	t.Run("an error mid-rollout is written at once", func(t *testing.T) {
 		f.step("applied-3", rollout[0].spokeStep)
 		time.Sleep(2 * window)
 		f.step("syncing-3", rollout[1].spokeStep)
 		time.Sleep(2 * window)
 		reported := time.Now()
-		entry := f.entry("sync-error")
-		entry.Conditions = []statusv1alpha1.Condition{{Type: "SyncError", Message: "one of the resources failed"}}
-		f.hub.UpdateSlice(client.ObjectKeyFromObject(f.slice), func(cur *statusv1alpha1.ApplicationStatusSlice) {
-			cur.Apps = []statusv1alpha1.AppStatus{entry}
-		})
+		f.publishStep("syncing-3", rollout[1].spokeStep, []statusv1alpha1.Condition{{Type: "SyncError", Message: "one of the resources failed"}})
 		f.g.Eventually(func(g gomega.Gomega) {
 			_, found, _ := argoapp.FindCondition(getApp(f.ctx, g, f.c, f.key), "SyncError")
 			g.Expect(found).To(gomega.BeTrue())

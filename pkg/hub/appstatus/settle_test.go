@@ -43,6 +43,7 @@ func TestMayWait(t *testing.T) {
 		{"OutOfSync, synced by hand", app(false, false), Desired{State: outOfSync}, false},
 		{"OutOfSync after a failed automatic sync", app(true, false), Desired{State: failed}, false},
 		{"Healthy", app(true, false), Desired{State: healthy}, false},
+		{"Healthy, which the other channel does not say yet", app(true, false), Desired{State: withChannelsDiffering(healthy)}, true},
 		{"a sync asked on the hub, running", app(false, true), Desired{State: running}, false},
 		{"a new error", app(false, false), Desired{State: syncError}, false},
 		{"an error already shown", app(false, false, map[string]any{"type": "SyncError", "message": "failed"}), Desired{State: syncError}, true},
@@ -55,4 +56,10 @@ func TestMayWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withChannelsDiffering returns s, which one of its channels does not say yet.
+func withChannelsDiffering(s observed.State) observed.State {
+	s.ChannelsDiffer = true
+	return s
 }

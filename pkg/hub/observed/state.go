@@ -40,9 +40,13 @@ type State struct {
 	Refreshed string
 	// Reported is true when the agent's report carries the app: Resources and Conditions
 	// are then known (possibly empty).
-	Reported   bool
-	Resources  []argoapp.ResourceStatus
-	Conditions []argoapp.Condition
+	Reported bool
+	// ChannelsDiffer: the feedback and the agent's entry are of different states of the
+	// app (another sync status or revision, health, operation or phase), so one of the two
+	// has not caught up with the spoke yet.
+	ChannelsDiffer bool
+	Resources      []argoapp.ResourceStatus
+	Conditions     []argoapp.Condition
 	// History is the agent's entry's deployment history (status.history), oldest
 	// first; nil when the entry has none (the app conditions never carry it).
 	History []argoapp.RevisionHistory
@@ -104,6 +108,9 @@ func Merge(f Feedback, agent *clusterreport.App) State {
 		s.OperationResult = agentSyncResult(agent.Operation.SyncResult)
 		s.OperationComparedBeforeFinish = agent.Operation.ComparedBeforeFinish
 	}
+	s.ChannelsDiffer = !f.Empty() && (differs(f.SyncStatus, agent.Sync.Status) || differs(f.SyncRevision, agent.Sync.Revision) ||
+		differs(f.HealthStatus, agent.Health.Status) ||
+		differs(f.OperationStatePhase, agent.Operation.Phase) || differs(f.OperationStateStartedAt, agent.Operation.StartedAt))
 	s.Resources = agentResources(agent.Resources)
 	s.Conditions = agentConditions(agent.Conditions)
 	s.History = agent.History
@@ -155,6 +162,11 @@ func agentConditions(conditions []argoapp.Condition) []argoapp.Condition {
 		}
 	}
 	return out
+}
+
+// differs reports whether the feedback's value of a field is known and not the agent's.
+func differs(feedback, agent string) bool {
+	return feedback != "" && feedback != agent
 }
 
 func firstNonEmpty(values ...string) string {

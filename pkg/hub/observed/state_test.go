@@ -73,3 +73,39 @@ func TestMergeDropsTheManagersConditionTypes(t *testing.T) {
 		t.Error("conditions with nothing to drop or shorten were copied")
 	}
 }
+
+// TestMergeTellsWhetherTheChannelsDiffer: the channels differ when the feedback knows a
+// sync status or revision, health, operation phase or start that the agent's entry does
+// not say; a value that the feedback does not carry (no feedback yet, or a field without
+// a value) differs from nothing.
+func TestMergeTellsWhetherTheChannelsDiffer(t *testing.T) {
+	agent := &clusterreport.App{
+		Sync:      argoapp.SyncStatus{Status: "Synced", Revision: "abc"},
+		Health:    argoapp.HealthStatus{Status: "Healthy"},
+		Operation: argoapp.OperationState{Phase: "Succeeded", StartedAt: "2026-01-01T00:00:00Z"},
+	}
+	same := Feedback{SyncStatus: "Synced", SyncRevision: "abc", HealthStatus: "Healthy", OperationStatePhase: "Succeeded", OperationStateStartedAt: "2026-01-01T00:00:00Z"}
+	for _, tc := range []struct {
+		name   string
+		change func(*Feedback)
+		want   bool
+	}{
+		{"the same state", func(*Feedback) {}, false},
+		{"no feedback", func(f *Feedback) { *f = Feedback{} }, false},
+		{"only health known", func(f *Feedback) { *f = Feedback{HealthStatus: "Healthy"} }, false},
+		{"another sync status", func(f *Feedback) { f.SyncStatus = "OutOfSync" }, true},
+		{"another revision", func(f *Feedback) { f.SyncRevision = "def" }, true},
+		{"another health", func(f *Feedback) { f.HealthStatus = "Progressing" }, true},
+		{"another phase", func(f *Feedback) { f.OperationStatePhase = "Running" }, true},
+		{"another operation", func(f *Feedback) { f.OperationStateStartedAt = "2026-01-01T00:01:00Z" }, true},
+	} {
+		f := same
+		tc.change(&f)
+		if got := Merge(f, agent).ChannelsDiffer; got != tc.want {
+			t.Errorf("%s: ChannelsDiffer = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	if Merge(same, nil).ChannelsDiffer {
+		t.Error("ChannelsDiffer without an agent's entry")
+	}
+}
