@@ -319,3 +319,40 @@ func TestRetryBackoff(t *testing.T) {
 		t.Errorf("after a success, the first wait is %v, want 500ms", d)
 	}
 }
+
+// TestSummaryWait: with the apps in the status slices, a change of the summary alone
+// waits until the interval after the last write of the agent's conditions; any other
+// change, a first summary, or a report without slices is written at once.
+func TestSummaryWait(t *testing.T) {
+	const interval = 5 * time.Second
+	last := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	summary := func(message string) metav1.Condition {
+		return metav1.Condition{Type: clusterreport.ConditionSummary, Status: metav1.ConditionFalse, Reason: clusterreport.ReasonNotAllSyncedAndHealthy, Message: message}
+	}
+	scope := metav1.Condition{Type: clusterreport.ConditionReportScope, Status: metav1.ConditionTrue, Reason: clusterreport.ReasonAllApplicationsReported}
+	narrower := scope
+	narrower.Message = "another scope"
+	onHub := []metav1.Condition{scope, summary("2 applications: 1 Synced and Healthy, 1 not: argocd/a (OutOfSync/Missing).")}
+	nextSummary := []metav1.Condition{scope, summary("2 applications: 1 Synced and Healthy, 1 not: argocd/a (Synced/Progressing).")}
+	for _, tc := range []struct {
+		name     string
+		desired  []metav1.Condition
+		onHub    []metav1.Condition
+		inSlices bool
+		after    time.Duration
+		want     time.Duration
+	}{
+		{"the summary alone, just after a write", nextSummary, onHub, true, time.Second, 4 * time.Second},
+		{"the summary alone, an interval after a write", nextSummary, onHub, true, interval, 0},
+		{"no change", onHub, onHub, true, time.Second, 0},
+		{"another condition too", []metav1.Condition{narrower, nextSummary[1]}, onHub, true, time.Second, 0},
+		{"the first summary", nextSummary, []metav1.Condition{scope}, true, time.Second, 0},
+		{"the apps in conditions, not slices", nextSummary, onHub, false, time.Second, 0},
+	} {
+		p := newPublisher()
+		p.applied = last
+		if got := max(p.summaryWait(tc.desired, tc.onHub, tc.inSlices, interval, last.Add(tc.after)), 0); got != tc.want {
+			t.Errorf("%s: summaryWait = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}

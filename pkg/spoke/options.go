@@ -184,6 +184,9 @@ type tuning struct {
 	reconnectInterval time.Duration
 	// requestTimeout bounds each request to the hub.
 	requestTimeout time.Duration
+	// summaryInterval is how long after the agent's last write of its ManagedClusterAddOn
+	// a change of the summary condition alone waits (summaryWait).
+	summaryInterval time.Duration
 }
 
 // defaultTuning returns the periods of a production agent.
@@ -196,5 +199,6 @@ func defaultTuning() tuning {
 		retryMax:             30 * time.Second,
 		reconnectInterval:    time.Second,
 		requestTimeout:       30 * time.Second,
+		summaryInterval:      5 * time.Second,
 	}
 }

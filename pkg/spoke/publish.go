@@ -40,6 +40,8 @@ type publisher struct {
 	truncated bool
 	// entries are the apps' status-channel entries as last built, by key.
 	entries map[string]entryState
+	// applied is when the agent last wrote its conditions on the ManagedClusterAddOn.
+	applied time.Time
 }
 
 // observation is the content of an app (its clusterreport.Fingerprint, computed from
@@ -114,7 +116,9 @@ func (a *agent) publish(ctx context.Context) error {
 		return fmt.Errorf("encode the report: %w", err)
 	}
 	desired := withTransitionTimes(encoding.Conditions, hub.conditions, metav1.NewTime(now))
-	if !sameConditions(desired, hub.conditions) {
+	if wait := a.publisher.summaryWait(desired, hub.conditions, inSlices, a.tuning.summaryInterval, time.Now()); wait > 0 {
+		a.queue.AddAfter(reportKey, wait)
+	} else if !sameConditions(desired, hub.conditions) {
 		updated, err := a.applyConditions(ctx, desired)
 		if apierrors.IsNotFound(err) {
 			a.observeHubDeletion(nil)
@@ -123,6 +127,7 @@ func (a *agent) publish(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("apply the report to ManagedClusterAddOn %s/%s: %w", a.opts.ClusterName, a.opts.AddonName, err)
 		}
+		a.publisher.applied = time.Now()
 		a.recordHub(updated)
 		a.recordEvents(hub, desired, encoding)
 		a.log.V(1).Info("published the report", "applications", len(report.Apps), "bytes", encoding.Bytes, "cut", encoding.Cut)
@@ -356,6 +361,26 @@ func withTransitionTimes(desired, onHub []metav1.Condition, now metav1.Time) []m
 		}
 	}
 	return out
+}
+
+// summaryWait returns how long the write of desired, the agent's conditions, onto the
+// ManagedClusterAddOn that holds onHub may wait: zero to write now. While the apps are
+// in the status slices, a change of the summary alone (which counts and names the apps
+// that are not Synced and Healthy, for people) is written at most once per interval, so
+// that a rollout, which changes it with every step of every app, costs the hub a few
+// writes of it; the slices carry the apps at once. Any other change is written now, and
+// takes the summary along.
+func (p *publisher) summaryWait(desired, onHub []metav1.Condition, inSlices bool, interval time.Duration, now time.Time) time.Duration {
+	if !inSlices || sameConditions(desired, onHub) {
+		return 0
+	}
+	withoutSummary := func(cs []metav1.Condition) []metav1.Condition {
+		return slices.DeleteFunc(slices.Clone(cs), func(c metav1.Condition) bool { return c.Type == clusterreport.ConditionSummary })
+	}
+	if !sameConditions(withoutSummary(desired), withoutSummary(onHub)) || findCondition(onHub, clusterreport.ConditionSummary) == nil {
+		return 0
+	}
+	return interval - now.Sub(p.applied)
 }
 
 // sameConditions reports whether two lists, sorted by type, hold the same conditions.

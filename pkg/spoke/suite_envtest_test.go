@@ -200,6 +200,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		retryMax:             time.Second,
 		reconnectInterval:    200 * time.Millisecond,
 		requestTimeout:       5 * time.Second,
+		summaryInterval:      time.Second,
 	}
 	if fo.adjust != nil {
 		fo.adjust(&f.opts, &f.tuning)
