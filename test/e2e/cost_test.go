@@ -35,7 +35,7 @@ var _ = Describe("The hub's cost of a rollout", Ordered, func() {
 		costBound = 32.0
 		// mirrorBound is the manager's writes of each hub Application it allows: the
 		// status mirror's, which writes a rollout once the app settles, or once more
-		// when a passing state lasts longer than its settle wait (2.0 in both runs).
+		// when a passing state lasts longer than its settle wait (2.0 in each run).
 		mirrorBound = 3.0
 	)
 	var (
