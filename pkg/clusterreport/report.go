@@ -72,6 +72,13 @@ const (
 	// RBAC errors ("... is forbidden") of the application-controller.
 	ConditionApplicationControllerRBAC = ConditionDomain + "/ApplicationControllerAuthorized"
 
+	// ConditionStatusSlices is True while the hub takes the agent's
+	// ApplicationStatusSlices, False while it refuses them (a ResourceQuota, a narrowed
+	// Role, an admission webhook): the apps the agent could not write are then not
+	// reported, and its message quotes the refusal. Unknown on a hub that does not serve
+	// them, where the apps are in conditions of their own.
+	ConditionStatusSlices = ConditionDomain + "/StatusSlicesWritten"
+
 	// ConditionReportScope says what the report covers: the namespaces whose
 	// Applications the agent watches, and how many Applications the budget left out. Its
 	// message is a versioned JSON payload (see Scope), so that the hub can tell an app
@@ -96,6 +103,10 @@ const (
 	ReasonNoForbidden           = "NoForbiddenErrors"
 	ReasonForbidden             = "ForbiddenErrors"
 	ReasonApplicationCRDMissing = "ApplicationCRDMissing"
+
+	ReasonSlicesWritten   = "SlicesWritten"
+	ReasonSlicesRefused   = "SlicesRefused"
+	ReasonSlicesNotServed = "SlicesNotServed"
 
 	ReasonAllApplicationsReported = "AllApplicationsReported"
 	ReasonApplicationsLeftOut     = "ApplicationsLeftOut"
@@ -161,7 +172,7 @@ type Report struct {
 	// namespace and name.
 	Apps []App
 	// Diagnostics are the agent's prerequisite checks, one condition each, of the types
-	// ConditionApplicationCRD, ConditionApplicationController and
+	// ConditionApplicationCRD, ConditionApplicationController, ConditionStatusSlices and
 	// ConditionApplicationControllerRBAC. Their LastTransitionTime is not part of the
 	// encoding.
 	Diagnostics []Diagnostic
@@ -349,7 +360,7 @@ func IsAppCondition(conditionType string) bool {
 // IsDiagnostic reports whether a condition type is one of the agent's diagnostics.
 func IsDiagnostic(conditionType string) bool {
 	switch conditionType {
-	case ConditionApplicationCRD, ConditionApplicationController, ConditionApplicationControllerRBAC:
+	case ConditionApplicationCRD, ConditionApplicationController, ConditionApplicationControllerRBAC, ConditionStatusSlices:
 		return true
 	}
 	return false

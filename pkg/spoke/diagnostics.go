@@ -75,6 +75,32 @@ func controllerDiagnostic(state crdState, apps []observedApp, now time.Time, sta
 	return d
 }
 
+// slicesRefusalBytes is how much of the hub's refusal of the slices the diagnostic
+// quotes.
+const slicesRefusalBytes = 512
+
+// slicesDiagnostic returns the diagnostic of the agent's ApplicationStatusSlices:
+// inSlices says that the hub serves them, refusal is the error of their last write (nil
+// when it went through). An apiserver's refusal holds no time, so the message changes
+// only when the cause does.
+func slicesDiagnostic(inSlices bool, refusal error) clusterreport.Diagnostic {
+	d := clusterreport.Diagnostic{Type: clusterreport.ConditionStatusSlices}
+	switch {
+	case !inSlices:
+		d.Status, d.Reason = string(metav1.ConditionUnknown), clusterreport.ReasonSlicesNotServed
+		d.Message = "The hub does not serve ApplicationStatusSlices: each application is a condition of this ManagedClusterAddOn."
+	case refusal == nil:
+		d.Status, d.Reason = string(metav1.ConditionTrue), clusterreport.ReasonSlicesWritten
+		d.Message = "Every application is in the agent's ApplicationStatusSlices."
+	default:
+		d.Status, d.Reason = string(metav1.ConditionFalse), clusterreport.ReasonSlicesRefused
+		d.Message = "The hub refuses the agent's ApplicationStatusSlices, so the applications it could not write are not reported, and the others show as last written; the agent retries. " +
+			"Check the ResourceQuotas, admission webhooks and the agent's Role in this namespace; a ResourceQuota that the hub's quota controller has not counted yet, just after an install, clears by itself within a minute. " +
+			"The hub said: " + clusterreport.TruncateMessage(refusal.Error(), slicesRefusalBytes)
+	}
+	return d
+}
+
 // forbiddenMarker is what the apiserver's RBAC refusals say, and Argo CD copies into
 // the conditions and the operation message of an app it cannot sync.
 const forbiddenMarker = " is forbidden"

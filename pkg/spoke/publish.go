@@ -106,6 +106,7 @@ func (a *agent) publish(ctx context.Context) error {
 			crdDiagnostic(state),
 			controllerDiagnostic(state, apps, now, a.tuning.controllerStaleAfter),
 			rbacDiagnostic(state, apps),
+			slicesDiagnostic(inSlices, slicesErr),
 		},
 		// The hub compares it with where each app was delivered, to tell an app the
 		// agent cannot see from one it does not report.

@@ -236,9 +236,18 @@ func TestReportGoesOnWhenTheSlicesCannotBeWritten(t *testing.T) {
 		gomega.HavePrefix("1 application: 0 Synced and Healthy, 1 not: " + f.appNS + "/web (OutOfSync/Healthy)"))
 	f.g.Expect(f.entries(f.g)["web"].Sync.Status).To(gomega.Equal("Synced"), "a slice was written without the right to")
 	f.g.Expect(f.report().Apps).To(gomega.HaveLen(1)) // still in the slices, and in no condition
+	// The hub learns why: the slices diagnostic quotes the refusal.
+	slicesDiagnostic := func() string {
+		if c := f.condition(clusterreport.ConditionStatusSlices); c != nil {
+			return string(c.Status) + " " + c.Reason + " " + c.Message
+		}
+		return ""
+	}
+	f.g.Eventually(slicesDiagnostic).Should(gomega.And(gomega.HavePrefix("False "+clusterreport.ReasonSlicesRefused), gomega.ContainSubstring("is forbidden")))
 
 	setRules(f.agentRole().Rules)
 	f.eventuallyApp("web", func(g gomega.Gomega, app clusterreport.App) { g.Expect(app.Sync.Status).To(gomega.Equal("OutOfSync")) })
+	f.g.Eventually(slicesDiagnostic).Should(gomega.HavePrefix("True " + clusterreport.ReasonSlicesWritten))
 }
 
 func TestStatusSlicesSelfHeal(t *testing.T) {

@@ -37,6 +37,8 @@ const (
 	ReasonNoAgentReport = "NoAgentReport"
 	// ReasonNotInAgentReport: the agent reports, but not this app.
 	ReasonNotInAgentReport = "NotInAgentReport"
+	// ReasonSlicesRefused: the agent reports, but the hub refuses its status slices.
+	ReasonSlicesRefused = "SlicesRefused"
 )
 
 // DefaultAbsenceGrace is how long after its ManifestWork was applied an app may be
@@ -62,6 +64,9 @@ type Absence struct {
 	WatchNamespaces []string
 	// LeftOut is how many apps the agent's budget left out of its report.
 	LeftOut int
+	// Refusal is what the agent says of the hub's refusal of its status slices
+	// (ReasonSlicesRefused).
+	Refusal string
 }
 
 // Condition returns the not-reported condition. Its message holds no time, so that it
@@ -78,6 +83,9 @@ func (a *Absence) Condition() argoapp.Condition {
 		msg = fmt.Sprintf("The agent of cluster %s left applications out of its report to fit its size budget, this one (%s) among them, so %s. "+
 			"The summary condition of ManagedClusterAddOn %s/%s says what was cut; fewer applications per cluster, or fixing the failing ones, makes room.",
 			a.Cluster, app, shownInstead, a.Cluster, a.Addon)
+	case ReasonSlicesRefused:
+		msg = fmt.Sprintf("The agent of cluster %s cannot write its ApplicationStatusSlices on the hub, so %s for this application (%s). Its condition %s on ManagedClusterAddOn %s/%s says: %s",
+			a.Cluster, shownInstead, app, clusterreport.ConditionStatusSlices, a.Cluster, a.Addon, a.Refusal)
 	case ReasonNoAgentReport:
 		msg = fmt.Sprintf("The agent of cluster %s has published no report on ManagedClusterAddOn %s/%s, so %s for this application (%s). "+
 			"Check the agent's Pod and logs on the cluster.",
@@ -178,6 +186,8 @@ func (r *Decoder) Observe(addon *addonv1beta1.ManagedClusterAddOn, work *workv1.
 	switch {
 	case !e.published:
 		absence.Reason = ReasonNoAgentReport
+	case e.slicesRefused != "":
+		absence.Reason, absence.Refusal = ReasonSlicesRefused, e.slicesRefused
 	case absence.LeftOut > 0:
 		absence.Reason = ReasonLeftOutOfReport
 	}

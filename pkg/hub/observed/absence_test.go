@@ -79,6 +79,8 @@ func TestObserve(t *testing.T) {
 			message: []string{"has published no report on ManagedClusterAddOn cluster1/argocd-pull"}},
 		{name: "the budget left apps out", conditions: scopeLeftOut(t, report(watching("argocd"), other)), work: work("argocd", time.Hour),
 			reason: ReasonLeftOutOfReport, message: []string{"to fit its size budget"}},
+		{name: "the hub refuses the agent's slices", conditions: refusingSlices(t, watching("argocd")), work: work("argocd", time.Hour),
+			reason: ReasonSlicesRefused, message: []string{"cannot write its ApplicationStatusSlices on the hub", "The hub said: status unknown for quota"}},
 		{name: "an entry that never decoded is a rejection, not an absence",
 			conditions: append(report(watching("openshift-gitops"), other), garbage), work: work("openshift-gitops", time.Hour), rejected: true},
 	}
@@ -180,4 +182,18 @@ func TestWorkObservationChangedApplied(t *testing.T) {
 	if !WorkObservationChanged(pending, applied) || !WorkObservationChanged(applied, moved) || WorkObservationChanged(moved, moved.DeepCopy()) {
 		t.Error("WorkObservationChanged misses a change of the applied Application, or sees one where there is none")
 	}
+}
+
+// refusingSlices returns the conditions of an agent, of the scope, whose slices the hub
+// refuses: the agent reports its apps in them, so none in conditions.
+func refusingSlices(t *testing.T, scope *clusterreport.Scope) []metav1.Condition {
+	t.Helper()
+	enc, err := clusterreport.Encode(clusterreport.Report{AppsInSlices: true, Scope: scope, Diagnostics: []clusterreport.Diagnostic{{
+		Type: clusterreport.ConditionStatusSlices, Status: string(metav1.ConditionFalse), Reason: clusterreport.ReasonSlicesRefused,
+		Message: "The hub refuses the agent's ApplicationStatusSlices. The hub said: status unknown for quota: argocd-pull-status-slices",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc.Conditions
 }

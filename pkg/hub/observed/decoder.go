@@ -96,6 +96,9 @@ type decoded struct {
 	scope *clusterreport.Scope
 	// published is true when the agent has written any of its conditions.
 	published bool
+	// slicesRefused is the message of the agent's slices diagnostic while the hub refuses
+	// its slices; empty otherwise.
+	slicesRefused string
 }
 
 // reportedApp is an app of a decoded report: what finds it, and the condition that
@@ -198,12 +201,23 @@ func (r *Decoder) decodeLocked(addon *addonv1beta1.ManagedClusterAddOn) (e decod
 	}
 	report, err := clusterreport.Decode(addon.Status.Conditions)
 	e = decoded{resourceVersion: addon.ResourceVersion, apps: keptApps(report.Apps, addon.Status.Conditions), err: err,
-		scope: report.Scope, published: published(addon.Status.Conditions)}
+		scope: report.Scope, published: published(addon.Status.Conditions), slicesRefused: slicesRefusal(report.Diagnostics)}
 	if err != nil {
 		e.keepLastGood(r.entries[key].apps)
 	}
 	r.entries[key] = e
 	return e, true
+}
+
+// slicesRefusal returns the message of the slices diagnostic when it says that the hub
+// refuses the agent's slices; empty otherwise.
+func slicesRefusal(diagnostics []clusterreport.Diagnostic) string {
+	for _, d := range diagnostics {
+		if d.Type == clusterreport.ConditionStatusSlices && d.Status == string(metav1.ConditionFalse) {
+			return d.Message
+		}
+	}
+	return ""
 }
 
 // keepLastGood puts back into e.apps the last good version, from previous, of each app
