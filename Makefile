@@ -66,7 +66,7 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 # once. Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
 test: test-tools ## Run every check and test suite in two lanes side by side: e2e on the fleet then the fault suite; static checks and the linter, unit, the other integration suites (envtest, chart, abuse), fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e test-fault -- verify test-unit 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e 'test-fuzz FUZZ_FLAGS=-parallel=1' -- verify 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- test-unit test-fault test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
