@@ -34,9 +34,12 @@ var _ = Describe("The hub's cost of a rollout", Ordered, func() {
 		// that a change that costs more is seen.
 		costBound = 32.0
 		// mirrorBound is the manager's writes of each hub Application it allows: the
-		// status mirror's, which writes a rollout once the app settles, or once more
-		// when a passing state lasts longer than its settle wait (2.0 in each run).
-		mirrorBound = 3.0
+		// status mirror's, which writes a rollout once the app settles, and once more for
+		// each passing state that lasts longer than its settle wait. How many do depends
+		// on the machine's load: 2.0 in each run beside one other lane, 3.6 beside two
+		// (load average 11 to 14, the rollout 34 s). A mirror that writes each change
+		// as it comes writes 8 to 9.
+		mirrorBound = 5.0
 	)
 	var (
 		hub     hubClients
