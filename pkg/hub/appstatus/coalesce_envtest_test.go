@@ -35,8 +35,21 @@ type coalesceFixture struct {
 	slice  *statusv1alpha1.ApplicationStatusSlice
 	writes *testenv.WriteLog
 	// versions are the hub app's versions that a watch saw, from the start.
-	mu       sync.Mutex
-	versions []appVersion
+	versions *versionLog
+}
+
+// versionLog is what the fixture's watch of the hub app saw, shared by its subtests.
+type versionLog struct {
+	mu   sync.Mutex
+	seen []appVersion
+}
+
+// sub returns the fixture for a subtest: the same app and watch, failing the subtest.
+func (f *coalesceFixture) sub(t *testing.T) *coalesceFixture {
+	s := *f
+	s.t, s.hub = t, f.hub.Sub(t)
+	s.g = s.hub.G
+	return &s
 }
 
 // appVersion is a version of the hub app as a watch saw it, and when.
@@ -55,7 +68,7 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window, settle 
 	writes := &testenv.WriteLog{}
 	env, hub, app := startSliceMirror(t, namespace, cluster, opts, writes)
 	ctx, g := hub.Ctx, hub.G
-	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: hub.C, hub: hub, writes: writes, key: client.ObjectKeyFromObject(app)}
+	f := &coalesceFixture{t: t, ctx: ctx, g: g, c: hub.C, hub: hub, writes: writes, key: client.ObjectKeyFromObject(app), versions: &versionLog{}}
 	addon := hub.EnableAddon(cluster, opts.AddonName)
 	f.work = testenv.PropagatedWork(app, cluster, opts.AddonName)
 	g.Expect(f.c.Create(ctx, f.work)).To(gomega.Succeed())
@@ -74,9 +87,9 @@ func newCoalesceFixture(t *testing.T, namespace, cluster string, window, settle 
 			v.revision, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
 			v.message, _, _ = unstructured.NestedString(u.Object, "status", "health", "message")
 			v.health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
-			f.mu.Lock()
-			f.versions = append(f.versions, v)
-			f.mu.Unlock()
+			f.versions.mu.Lock()
+			f.versions.seen = append(f.versions.seen, v)
+			f.versions.mu.Unlock()
 		}
 	}()
 	return f
@@ -128,9 +141,9 @@ func (f *coalesceFixture) shows(revision, message string) {
 }
 
 func (f *coalesceFixture) seen() []appVersion {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]appVersion(nil), f.versions...)
+	f.versions.mu.Lock()
+	defer f.versions.mu.Unlock()
+	return append([]appVersion(nil), f.versions.seen...)
 }
 
 // TestOneWritePerBurst feeds bursts of changes of one app on both channels, the work's
@@ -180,7 +193,10 @@ func TestStreamWrittenWithinTheWindow(t *testing.T) {
 	// slack is what a loaded machine may add to a window: the reconcile, the patch, the
 	// watch event.
 	const slack = 700 * time.Millisecond
-	f := newCoalesceFixture(t, "apps-stream", "cluster-stream", window, 0)
+	// The two channels never agree in this stream (each says its own change), which the
+	// settle wait would hold up to its end (TestRolloutWrittenOnceSettled): one shorter
+	// than the window leaves the window to be measured.
+	f := newCoalesceFixture(t, "apps-stream", "cluster-stream", window, window/10)
 	f.feedBack("start")
 	f.shows("start", "none")
 	time.Sleep(2 * window)

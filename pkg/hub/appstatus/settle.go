@@ -39,10 +39,11 @@ func passing(s observed.State, syncsAutomatically bool) bool {
 // mayWait reports whether the write of desired onto app may wait for the app to settle:
 // desired is a passing state, or one of its two channels has not caught up with the
 // other (the work agent and the addon's agent each write theirs in their own time); no
-// one on the hub waits for it; and nothing in it is news that must not wait. Someone waits while the hub Application holds an operation (a hub
-// user's sync, which argocd app sync follows, or a RollingSync step's). News are a
-// change of the conditions (Argo CD's errors, the hub's notes), which the hub shows
-// within a second whatever the rest does, and the answer to a refresh asked on the hub.
+// one on the hub waits for it; and nothing in it is news that must not wait. Someone
+// waits while the hub Application holds an operation (a hub user's sync, which argocd
+// app sync follows, or a RollingSync step's). News are a change of the conditions (Argo
+// CD's errors, the hub's notes), which the hub shows within a second whatever the rest
+// does, and the answer to a refresh asked on the hub.
 func mayWait(app *unstructured.Unstructured, desired Desired) bool {
 	if _, operation := app.Object["operation"]; operation {
 		return false
@@ -55,9 +56,9 @@ func mayWait(app *unstructured.Unstructured, desired Desired) bool {
 }
 
 // settleWait returns how much longer the write of desired onto the app key may wait for
-// the app to settle: zero or less to write now, as when it would change nothing. A wait counts from the first passing
-// state that was not written, so that the hub is never more than Settings.SettleWait
-// behind, even while the states keep passing.
+// the app to settle: zero or less to write now, as when it would change nothing. A wait
+// counts from the first passing state that was not written, so that the hub is never
+// more than Settings.SettleWait behind, even while the states keep passing.
 func (r *reconciler) settleWait(key types.NamespacedName, app *unstructured.Unstructured, desired Desired, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -97,7 +97,7 @@ var rollout = []struct {
 // longer than the settle wait shows Progressing on the hub after the wait, and Healthy
 // as soon as it comes; an error the agent reports goes at once, even mid-rollout.
 func TestRolloutWrittenOnceSettled(t *testing.T) {
-	const window, settle = 300 * time.Millisecond, 3 * time.Second
+	const window, settle = 300 * time.Millisecond, 5 * time.Second
 	// slack is what a loaded machine may add: the reconcile, the patch, the watch event.
 	const slack = 700 * time.Millisecond
 	f := newCoalesceFixture(t, "apps-settle", "cluster-settle", window, settle)
@@ -107,6 +107,7 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 	time.Sleep(2 * window)
 
 	t.Run("a rollout within the wait is one write", func(t *testing.T) {
+		f := f.sub(t)
 		before := f.mirrorWrites()
 		for _, s := range rollout {
 			f.step(s.name, s.spokeStep)
@@ -122,6 +123,7 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 	})
 
 	t.Run("a rollout longer than the wait shows its passing state after the wait", func(t *testing.T) {
+		f := f.sub(t)
 		first := time.Now()
 		f.step("applied-2", rollout[0].spokeStep)
 		time.Sleep(2 * window)
@@ -142,6 +144,7 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 	})
 
 	t.Run("a state that one channel brings before the other is one write, once both agree", func(t *testing.T) {
+		f := f.sub(t)
 		before := f.mirrorWrites()
 		f.feedStep("healthy-4", rollout[4].spokeStep) // the work agent first
 		time.Sleep(4 * window)
@@ -153,6 +156,7 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 	})
 
 	t.Run("an error mid-rollout is written at once", func(t *testing.T) {
+		f := f.sub(t)
 		f.step("applied-3", rollout[0].spokeStep)
 		time.Sleep(2 * window)
 		f.step("syncing-3", rollout[1].spokeStep)
