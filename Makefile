@@ -59,15 +59,15 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 	$(BIN_DIR)/fleet demo --dir $(FLEET_DIR) --clusters $(CLUSTERS) --bin $(BIN_DIR)
 
 # make test runs its suites in three lanes side by side (hack/lanes.sh): the e2e suite on
-# the fleet; the static checks, then the other integration suites (one package at a time);
-# the unit tests, the fault suite, fuzz (one worker) and the bench smoke test. The e2e and
+# the fleet; the other integration suites (one package at a time); the static checks, the
+# unit tests, the fault suite, fuzz (one worker) and the bench smoke test. The e2e and
 # integration suites wait for controllers much of their time, and the third lane fills
 # the cores they leave idle; the lanes are filled so that they take about as long, and
 # each target's CPU is printed beside its wall time. Every tool is built before, once.
 # Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
-test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; static checks and the linter, then the integration suites (envtest, chart, abuse); unit, the fault suite, fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- verify 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- test-unit test-fault 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
+test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fault suite, fuzz and the bench smoke test
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- verify test-unit test-fault 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
