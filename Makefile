@@ -60,14 +60,15 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 
 # make test runs its suites in three lanes side by side (hack/lanes.sh): the e2e suite on
 # the fleet; the other integration suites (one package at a time); the static checks, the
-# unit tests, the fault suite, fuzz (one worker) and the bench smoke test. The e2e and
-# integration suites wait for controllers much of their time, and the third lane fills
-# the cores they leave idle; the lanes are filled so that they take about as long, and
-# each target's CPU is printed beside its wall time. Every tool is built before, once.
+# unit tests, the fleet's own test, the fault suite, fuzz (one worker) and the bench smoke
+# test. The e2e and integration suites wait for controllers much of their time, and the
+# third lane fills the cores they leave idle; the lanes are filled so that they take about
+# as long, and each target's CPU is printed beside its wall time. Every tool is built
+# before, once.
 # Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
-test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fault suite, fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- verify test-unit test-fault 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
+test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fleet's KWOK test, the fault suite, fuzz and the bench smoke test
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- verify test-unit test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
@@ -92,7 +93,7 @@ test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -sho
 	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
 	go test -short -race -timeout 10m $(GO_TEST_FLAGS) ./pkg/hub/hubcache/
 
-test-e2e test-fault test-integration: export GOGC = $(TEST_GOGC)
+test-e2e test-fleet test-fault test-integration: export GOGC = $(TEST_GOGC)
 
 .PHONY: test-integration
 test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites on a real kube-apiserver and etcd from bin/: each controller's envtest suite, the chart (helm), the abuse suite (test/abuse), the fault suite (test/fault) and the image (test/image)
@@ -123,9 +124,12 @@ fuzz: ## Run every fuzz target for minutes (FUZZ_LONG each, default 3m)
 	hack/fuzz.sh $(FUZZ_LONG)
 
 .PHONY: test-e2e
-test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes), and a managed cluster's Pods on KWOK (test/fleet)
-	go test $(GO_TEST_FLAGS) -timeout 10m -run TestManagedClusterRunsPods ./test/fleet
+test-e2e: fleet-tools tools-helm tools-clusteradm build ## The ginkgo e2e suite on a local fleet (hub + managed clusters as processes)
 	go test $(GO_TEST_FLAGS) -v -timeout 40m ./test/e2e -args -ginkgo.v -bin-dir=$(BIN_DIR)
+
+.PHONY: test-fleet
+test-fleet: fleet-tools ## A managed cluster of the fleet runs Pods on KWOK (test/fleet)
+	go test $(GO_TEST_FLAGS) -timeout 10m -run TestManagedClusterRunsPods ./test/fleet
 
 ##@ Fleet
 
