@@ -42,6 +42,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -257,17 +258,11 @@ func run(ctx context.Context, opts Options, hubConfig, spokeConfig *rest.Config,
 
 // tick enqueues a publish every period until ctx is done, calling before first.
 func (a *agent) tick(ctx context.Context, period time.Duration, before func()) {
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			if before != nil {
-				before()
-			}
-			a.enqueue()
+	_ = wait.PollUntilContextCancel(ctx, period, false, func(context.Context) (bool, error) {
+		if before != nil {
+			before()
 		}
-	}
+		a.enqueue()
+		return false, nil
+	})
 }

@@ -18,6 +18,7 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -582,17 +583,10 @@ func trackPeak(ctx context.Context, manager *sim.Manager, profile, metrics strin
 	go func() {
 		defer close(t.done)
 		var profiled int64
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		_ = wait.PollUntilContextCancel(ctx, time.Second, false, func(ctx context.Context) (bool, error) {
 			rss, err := manager.RSS()
 			if err != nil || rss <= t.rss {
-				continue
+				return false, nil
 			}
 			t.rss, t.at = rss, time.Since(start)
 			if rss-profiled >= peakProfileStep && saveProfile(ctx, manager.PprofAddr, "heap", profile) == nil {
@@ -601,7 +595,8 @@ func trackPeak(ctx context.Context, manager *sim.Manager, profile, metrics strin
 				// idle and released, stacks, the GC's goal.
 				_ = saveManagerMetrics(ctx, manager, metrics)
 			}
-		}
+			return false, nil
+		})
 	}()
 	return t
 }

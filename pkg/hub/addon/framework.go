@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	kubeinformers "k8s.io/client-go/informers"
@@ -176,16 +177,10 @@ func StartFramework(ctx context.Context, cfg *rest.Config, mgr addonmanager.Addo
 	dynamicInformers.Start(ctx.Done())
 	if addonsHanded.addons != nil {
 		go func() {
-			tick := time.NewTicker(frameworkResync)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					resyncAddons(mgr, addonsHanded.addons.GetStore())
-				}
-			}
+			_ = wait.PollUntilContextCancel(ctx, frameworkResync, false, func(context.Context) (bool, error) {
+				resyncAddons(mgr, addonsHanded.addons.GetStore())
+				return false, nil
+			})
 		}()
 	}
 	return nil

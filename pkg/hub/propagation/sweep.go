@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,22 +31,17 @@ type sweeper struct {
 // Start sweeps until ctx ends.
 func (s *sweeper) Start(ctx context.Context) error {
 	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("argocd-pull-propagation-sweep"))
-	ticker := time.NewTicker(s.interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, s.interval, false, func(ctx context.Context) (bool, error) {
 		for _, key := range s.reconciler.leftoverWorks(ctx) {
 			select {
 			case s.found <- event.TypedGenericEvent[types.NamespacedName]{Object: key}:
 			case <-ctx.Done():
-				return nil
+				return true, nil
 			}
 		}
-	}
+		return false, nil
+	})
+	return nil
 }
 
 // NeedLeaderElection makes only the leader sweep.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -69,18 +70,12 @@ func (a *frontProxyAuth) load(ctx context.Context, kube kubernetes.Interface) er
 
 // refresh reads the configuration again every authConfigRefresh until ctx ends.
 func (a *frontProxyAuth) refresh(ctx context.Context, kube kubernetes.Interface, onError func(error)) {
-	ticker := time.NewTicker(authConfigRefresh)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			if err := a.load(ctx, kube); err != nil {
-				onError(err)
-			}
+	_ = wait.PollUntilContextCancel(ctx, authConfigRefresh, false, func(ctx context.Context) (bool, error) {
+		if err := a.load(ctx, kube); err != nil {
+			onError(err)
 		}
-	}
+		return false, nil
+	})
 }
 
 // parseRequestHeaderConfig parses the request-header keys of the ConfigMap's data.
