@@ -262,20 +262,7 @@ func (c hubClients) settledStandalone(ctx context.Context, namespace, name strin
 		return spoke, err
 	}).Should(And(HaveKeyWithValue("state", want), HaveKeyWithValue(argoapp.FeedbackOperationStatePhase, "Succeeded")),
 		"the spoke Application on %s synced by itself", mc.Name)
-	var work *workv1.ManifestWork
-	eventually(ctx, func(ctx context.Context) (map[string]string, error) {
-		works, err := c.worksOf(ctx, namespace, name)
-		if err != nil || len(works) != 1 {
-			return nil, err
-		}
-		work = &works[0]
-		got := map[string]string{"state": want}
-		for _, n := range []string{argoapp.FeedbackSyncStatus, argoapp.FeedbackHealthStatus, argoapp.FeedbackSyncRevision,
-			argoapp.FeedbackOperationStatePhase, argoapp.FeedbackOperationStateStartedAt} {
-			got[n], _ = fleet.FeedbackValue(work, 0, n)
-		}
-		return got, nil
-	}).Should(Equal(spoke), "the work's feedback shows the spoke's state")
+	work := c.workShows(ctx, namespace, name, spoke)
 	eventually(ctx, func(ctx context.Context) (map[string]string, error) {
 		u, err := c.apps(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -283,6 +270,26 @@ func (c hubClients) settledStandalone(ctx context.Context, namespace, name strin
 		}
 		return feedbackView(u)
 	}).Should(Equal(spoke), "the hub Application shows the spoke's state")
+	return work
+}
+
+// workShows waits until the one work of the hub Application namespace/name carries spoke,
+// the feedbackView of its spoke Application, in its status feedback; it returns the work.
+func (c hubClients) workShows(ctx context.Context, namespace, name string, spoke map[string]string) *workv1.ManifestWork {
+	var work *workv1.ManifestWork
+	eventually(ctx, func(ctx context.Context) (map[string]string, error) {
+		works, err := c.worksOf(ctx, namespace, name)
+		if err != nil || len(works) != 1 {
+			return nil, err
+		}
+		work = &works[0]
+		got := map[string]string{"state": spoke["state"]}
+		for _, n := range []string{argoapp.FeedbackSyncStatus, argoapp.FeedbackHealthStatus, argoapp.FeedbackSyncRevision,
+			argoapp.FeedbackOperationStatePhase, argoapp.FeedbackOperationStateStartedAt} {
+			got[n], _ = fleet.FeedbackValue(work, 0, n)
+		}
+		return got, nil
+	}).Should(Equal(spoke), "the work's feedback shows the spoke's state")
 	return work
 }
 

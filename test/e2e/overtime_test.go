@@ -61,18 +61,22 @@ var _ = Describe("An ApplicationSet of pulled apps over time", Ordered, Continue
 		})
 	})
 
-	// settled waits until every cluster synced head, and the hub Applications and the
-	// report show what the spokes show.
+	// settled waits until every cluster synced head, and the works' feedback, the hub
+	// Applications and the report show what the spokes show.
 	settled := func(ctx context.Context, head string) {
 		want := "Synced/" + head + "/" + health
 		for _, mc := range targets {
-			eventually(ctx, func(ctx context.Context) (string, error) {
+			var spoke map[string]string
+			eventually(ctx, func(ctx context.Context) (map[string]string, error) {
 				u, err := spokeApps(mc).Get(ctx, hubApp(mc), metav1.GetOptions{})
 				if err != nil {
-					return "", err
+					return nil, err
 				}
-				return appState(u)
-			}).Should(Equal(want), "the spoke Application on %s", mc.Name)
+				spoke, err = feedbackView(u)
+				return spoke, err
+			}).Should(And(HaveKeyWithValue("state", want), HaveKeyWithValue(argoapp.FeedbackOperationStatePhase, "Succeeded")),
+				"the spoke Application on %s", mc.Name)
+			hub.workShows(ctx, fleet.ArgoCDNamespace, hubApp(mc), spoke)
 			eventually(ctx, func(ctx context.Context) (string, error) {
 				u, err := hub.apps(fleet.ArgoCDNamespace).Get(ctx, hubApp(mc), metav1.GetOptions{})
 				if err != nil {
