@@ -70,7 +70,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	if err := opts.validate(); err != nil {
 		return fmt.Errorf("invalid status mirror options: %w", err)
 	}
-	opts.SettleWait = cmp.Or(opts.SettleWait, DefaultSettleWait)
+	opts.SettleWait = cmp.Or(opts.SettleWait, argoapp.DefaultSettleWait)
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}, waitingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
@@ -175,7 +175,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: obs.RecheckAfter}, nil
 	}
 	// Only a RollingSync step waits on Progressing then Healthy: only its apps get it.
-	if desired.State.HealthStatus == HealthHealthy && healthOf(app) != HealthHealthy {
+	if desired.State.HealthStatus == argoapp.HealthHealthy && healthOf(app) != argoapp.HealthHealthy {
 		first, err := r.syncsByRollingSync(ctx, app)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -186,7 +186,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Healthy after a Progressing this controller wrote waits for the hold, and so does
 	// whatever else changed meanwhile (the agent's report usually comes a moment after
 	// the work's feedback): one write at the end of the hold instead of one per change.
-	if desired.State.HealthStatus == HealthHealthy && healthOf(app) == HealthProgressing {
+	if desired.State.HealthStatus == argoapp.HealthHealthy && healthOf(app) == argoapp.HealthProgressing {
 		if since, ok := r.since(req.NamespacedName); ok {
 			if wait := r.opts.ProgressingHold - time.Since(since); wait > 0 {
 				return ctrl.Result{RequeueAfter: wait}, nil
@@ -287,7 +287,7 @@ func (r *reconciler) write(ctx context.Context, app *unstructured.Unstructured, 
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("mirrored status", "app", key, "health", healthOf(updated))
 	}
-	if !holding && requeue == 0 && healthOf(updated) != HealthProgressing {
+	if !holding && requeue == 0 && healthOf(updated) != argoapp.HealthProgressing {
 		r.forget(key)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil

@@ -191,7 +191,7 @@ func TestStatusMirror(t *testing.T) {
 					return seen[len(seen)-1]
 				}
 			}
-		}).Should(gomega.Equal(HealthHealthy))
+		}).Should(gomega.Equal(argoapp.HealthHealthy))
 		got := get(app.GetName())
 		g.Expect(str(got, "status", "sync", "status")).To(gomega.Equal("Synced"))
 		g.Expect(str(got, "status", "sync", "revision")).To(gomega.Equal("rev1"))

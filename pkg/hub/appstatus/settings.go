@@ -3,6 +3,8 @@ package appstatus
 import (
 	"fmt"
 	"time"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 )
 
 // Settings are the status mirror's own settings; DefaultSettings gives their defaults.
@@ -19,13 +21,13 @@ type Settings struct {
 	// passes through on its own (an automatic sync about to start or running, health
 	// Progressing) while no one on the hub waits for it, so that a rollout writes the hub
 	// app once it settles: the hub is at most this far behind such a state. Zero means
-	// DefaultSettleWait.
+	// argoapp.DefaultSettleWait.
 	SettleWait time.Duration
 }
 
 // DefaultSettings returns the defaults of the settings.
 func DefaultSettings() Settings {
-	return Settings{ProgressingHold: time.Second, CoalesceWindow: DefaultCoalesceWindow, SettleWait: DefaultSettleWait}
+	return Settings{ProgressingHold: time.Second, CoalesceWindow: DefaultCoalesceWindow, SettleWait: argoapp.DefaultSettleWait}
 }
 
 // Validate reports settings that cannot work.

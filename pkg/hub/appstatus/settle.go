@@ -15,25 +15,10 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
-// DefaultSettleWait is Settings.SettleWait when it is zero: a guestbook app on the local
-// fleet goes from its work's apply to Synced and Healthy in about as long.
-const DefaultSettleWait = 5 * time.Second
-
-// syncOutOfSync is Argo CD's sync status of an app whose live state differs from git.
-const syncOutOfSync = "OutOfSync"
-
-// passing reports whether s is a state that the managed cluster leaves on its own,
-// usually within seconds: an operation running, health Progressing, or OutOfSync for an
-// app that syncs automatically and whose last operation did not fail (its sync is about
-// to start).
+// passing reports whether s is a state that the managed cluster leaves on its own
+// (argoapp.PassingState).
 func passing(s observed.State, syncsAutomatically bool) bool {
-	switch {
-	case s.OperationPhase == argoapp.OperationRunning, s.HealthStatus == HealthProgressing:
-		return true
-	case syncsAutomatically && s.SyncStatus == syncOutOfSync:
-		return s.OperationPhase != argoapp.OperationFailed && s.OperationPhase != argoapp.OperationError
-	}
-	return false
+	return argoapp.PassingState(s.SyncStatus, s.HealthStatus, s.OperationPhase, syncsAutomatically)
 }
 
 // mayWait reports whether the write of desired onto app may wait for the app to settle:

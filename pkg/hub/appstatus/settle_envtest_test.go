@@ -86,9 +86,9 @@ var rollout = []struct {
 }{
 	{"applied", spokeStep{"OutOfSync", "Missing", ""}},
 	{"syncing", spokeStep{"OutOfSync", "Missing", argoapp.OperationRunning}},
-	{"synced", spokeStep{"Synced", HealthProgressing, argoapp.OperationRunning}},
-	{"finished", spokeStep{"Synced", HealthProgressing, argoapp.OperationSucceeded}},
-	{"healthy", spokeStep{"Synced", HealthHealthy, argoapp.OperationSucceeded}},
+	{"synced", spokeStep{"Synced", argoapp.HealthProgressing, argoapp.OperationRunning}},
+	{"finished", spokeStep{"Synced", argoapp.HealthProgressing, argoapp.OperationSucceeded}},
+	{"healthy", spokeStep{"Synced", argoapp.HealthHealthy, argoapp.OperationSucceeded}},
 }
 
 // TestRolloutWrittenOnceSettled plays an automatically synced app's rollout on its

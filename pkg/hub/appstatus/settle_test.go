@@ -26,8 +26,8 @@ func TestMayWait(t *testing.T) {
 	running := observed.State{SyncStatus: "OutOfSync", HealthStatus: "Missing", OperationPhase: argoapp.OperationRunning}
 	outOfSync := observed.State{SyncStatus: "OutOfSync", HealthStatus: "Missing"}
 	failed := observed.State{SyncStatus: "OutOfSync", HealthStatus: "Missing", OperationPhase: argoapp.OperationFailed}
-	progressing := observed.State{SyncStatus: "Synced", HealthStatus: HealthProgressing, OperationPhase: argoapp.OperationSucceeded}
-	healthy := observed.State{SyncStatus: "Synced", HealthStatus: HealthHealthy, OperationPhase: argoapp.OperationSucceeded}
+	progressing := observed.State{SyncStatus: "Synced", HealthStatus: argoapp.HealthProgressing, OperationPhase: argoapp.OperationSucceeded}
+	healthy := observed.State{SyncStatus: "Synced", HealthStatus: argoapp.HealthHealthy, OperationPhase: argoapp.OperationSucceeded}
 	syncError := observed.State{SyncStatus: "OutOfSync", OperationPhase: argoapp.OperationRunning, Reported: true,
 		Conditions: []argoapp.Condition{{Type: "SyncError", Message: "failed"}}}
 

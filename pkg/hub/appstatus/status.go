@@ -28,12 +28,6 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
 
-// Health statuses that the Progressing-then-Healthy rule is about.
-const (
-	HealthHealthy     = "Healthy"
-	HealthProgressing = "Progressing"
-)
-
 // Desired is the status this controller wants on a hub Application.
 type Desired struct {
 	State observed.State
@@ -131,8 +125,8 @@ func ApplyStatus(app *unstructured.Unstructured, d Desired, now time.Time) (chan
 		health := mapAt(status, "health")
 		current, _ := health["status"].(string)
 		target, message := s.HealthStatus, s.HealthMessage
-		if d.ProgressingFirst && target == HealthHealthy && current != HealthHealthy && current != HealthProgressing {
-			target, message, holding = HealthProgressing, "", true
+		if d.ProgressingFirst && target == argoapp.HealthHealthy && current != argoapp.HealthHealthy && current != argoapp.HealthProgressing {
+			target, message, holding = argoapp.HealthProgressing, "", true
 		}
 		health["status"] = target
 		setOrDelete(health, "message", message)

@@ -316,12 +316,12 @@ func TestApplyStatusProgressingFirst(t *testing.T) {
 		wantHealth       string
 		wantHolding      bool
 	}{
-		{name: "RollingSync, from Missing", current: "Missing", progressingFirst: true, wantHealth: HealthProgressing, wantHolding: true},
-		{name: "RollingSync, from no status", progressingFirst: true, wantHealth: HealthProgressing, wantHolding: true},
-		{name: "RollingSync, from Progressing", current: HealthProgressing, progressingFirst: true, wantHealth: HealthHealthy},
-		{name: "other, from Missing", current: "Missing", wantHealth: HealthHealthy},
-		{name: "other, from Degraded", current: "Degraded", wantHealth: HealthHealthy},
-		{name: "other, from no status", wantHealth: HealthHealthy},
+		{name: "RollingSync, from Missing", current: "Missing", progressingFirst: true, wantHealth: argoapp.HealthProgressing, wantHolding: true},
+		{name: "RollingSync, from no status", progressingFirst: true, wantHealth: argoapp.HealthProgressing, wantHolding: true},
+		{name: "RollingSync, from Progressing", current: argoapp.HealthProgressing, progressingFirst: true, wantHealth: argoapp.HealthHealthy},
+		{name: "other, from Missing", current: "Missing", wantHealth: argoapp.HealthHealthy},
+		{name: "other, from Degraded", current: "Degraded", wantHealth: argoapp.HealthHealthy},
+		{name: "other, from no status", wantHealth: argoapp.HealthHealthy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +329,7 @@ func TestApplyStatusProgressingFirst(t *testing.T) {
 			if tt.current != "" {
 				app.Object["status"] = map[string]any{"health": map[string]any{"status": tt.current}}
 			}
-			d := Desired{State: observed.State{SyncStatus: "Synced", HealthStatus: HealthHealthy}, ProgressingFirst: tt.progressingFirst}
+			d := Desired{State: observed.State{SyncStatus: "Synced", HealthStatus: argoapp.HealthHealthy}, ProgressingFirst: tt.progressingFirst}
 			changed, holding := ApplyStatus(app, d, now)
 			if !changed || holding != tt.wantHolding || healthOf(app) != tt.wantHealth {
 				t.Errorf("changed %v, holding %v, health %q; want true, %v, %q", changed, holding, healthOf(app), tt.wantHolding, tt.wantHealth)

@@ -1,0 +1,55 @@
+package argoapp
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Argo CD's sync and health statuses that say whether an Application is being deployed.
+const (
+	SyncOutOfSync     = "OutOfSync"
+	HealthHealthy     = "Healthy"
+	HealthProgressing = "Progressing"
+)
+
+// PassingState reports whether an Application in this state leaves it on its own, usually
+// within seconds: an operation running, health Progressing, or OutOfSync for an app that
+// syncs automatically and whose last operation did not fail (its sync is about to
+// start). The hub's status mirror and the agent's status slices hold such a state back
+// for a bounded while, so that a rollout is written when it settles rather than at each
+// of its steps (docs/design.md, section 2.3).
+func PassingState(syncStatus, healthStatus, operationPhase string, syncsAutomatically bool) bool {
+	switch {
+	case operationPhase == OperationRunning, healthStatus == HealthProgressing:
+		return true
+	case syncsAutomatically && syncStatus == SyncOutOfSync:
+		return operationPhase != OperationFailed && operationPhase != OperationError
+	}
+	return false
+}
+
+// DefaultSettleWait is how long a passing state may be held back by default: a guestbook
+// app on the local fleet goes from its work's apply to Synced and Healthy in about as
+// long. The hub is then at most this far behind an app that passes through states.
+const DefaultSettleWait = 5 * time.Second
+
+// AwaitedOperation reports whether someone waits for the Application's operation: the
+// requested one (.operation) or, without one, the last (status.operationState.operation)
+// was started by anyone but the Application's own automated sync policy — a user's
+// sync (argocd app sync), a RollingSync step of the ApplicationSet controller, or a sync
+// the hub delivered. Without any operation no one waits.
+func AwaitedOperation(app *unstructured.Unstructured) bool {
+	operation, found, _ := unstructured.NestedFieldNoCopy(app.Object, "operation")
+	if !found {
+		operation, found, _ = unstructured.NestedFieldNoCopy(app.Object, "status", "operationState", "operation")
+	}
+	if !found {
+		return false
+	}
+	op, _ := operation.(map[string]any)
+	initiatedBy, _ := op["initiatedBy"].(map[string]any)
+	automated, _ := initiatedBy["automated"].(bool)
+	username, _ := initiatedBy["username"].(string)
+	return !automated || username != ""
+}
