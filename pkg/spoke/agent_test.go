@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 
+	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
@@ -353,6 +354,55 @@ func TestSummaryWait(t *testing.T) {
 		p.applied = last
 		if got := max(p.summaryWait(tc.desired, tc.onHub, tc.inSlices, interval, last.Add(tc.after)), 0); got != tc.want {
 			t.Errorf("%s: summaryWait = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestHoldBack(t *testing.T) {
+	const wait = 5 * time.Second
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	entry := func(health string, conditions ...statusv1alpha1.Condition) entryState {
+		e := statusv1alpha1.AppStatus{Namespace: "argocd", Name: "web", Health: &statusv1alpha1.Health{Status: health}, Conditions: conditions}
+		size, digest := clusterreport.EntryDigest(e)
+		return entryState{entry: e, size: size, digest: digest}
+	}
+	missing, progressing := entry("Missing"), entry("Progressing")
+	failing := entry("Progressing", statusv1alpha1.Condition{Type: "SyncError", Message: "forbidden"})
+	change := func(passing bool, now entryState, onHub *entryState) entryChange {
+		return entryChange{passing: passing, entry: now, onHub: onHub}
+	}
+	for _, tc := range []struct {
+		name    string
+		changes []entryChange
+		gone    bool
+		want    int
+	}{
+		{"a passing state", []entryChange{change(true, progressing, &missing)}, false, 1},
+		{"no change", nil, false, 0},
+		{"a settled state", []entryChange{change(true, progressing, &missing), change(false, progressing, &missing)}, false, 0},
+		{"a new app", []entryChange{change(true, progressing, nil)}, false, 0},
+		{"an error", []entryChange{change(true, failing, &missing)}, false, 0},
+		{"an app gone", []entryChange{change(true, progressing, &missing)}, true, 0},
+	} {
+		p := newPublisher()
+		held, left := p.holdBack(tc.changes, tc.gone, wait, t0)
+		if held != tc.want || (held > 0) != (left == wait) {
+			t.Errorf("%s: holdBack = %d apps for %v; want %d apps", tc.name, held, left, tc.want)
+		}
+		if len(p.held) != tc.want {
+			t.Errorf("%s: %d entries held; want %d", tc.name, len(p.held), tc.want)
+		}
+	}
+
+	// A hold counts from its first change, and ends after wait, whatever comes after.
+	p := newPublisher()
+	passing := []entryChange{change(true, progressing, &missing)}
+	for _, step := range []struct {
+		after time.Duration
+		left  time.Duration
+	}{{0, wait}, {2 * time.Second, 3 * time.Second}, {4 * time.Second, time.Second}, {wait, 0}, {wait + time.Second, wait}} {
+		if _, left := p.holdBack(passing, false, wait, t0.Add(step.after)); left != step.left {
+			t.Errorf("%v after the first change: held for %v more; want %v", step.after, left, step.left)
 		}
 	}
 }

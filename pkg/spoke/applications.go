@@ -121,6 +121,10 @@ type observedApp struct {
 	created      time.Time
 	// resourceVersion of the Application: a new one makes the agent read its tree again.
 	resourceVersion string
+	// passing: the Application is in a state that the cluster leaves on its own
+	// (argoapp.PassingState), and no one waits for its operation
+	// (argoapp.AwaitedOperation). Its slice entry may wait (publisher.holdBack).
+	passing bool
 }
 
 // observeApplication reads a local Application into its report, without ObservedAt. An
@@ -155,6 +159,8 @@ func observeApplication(obj *unstructured.Unstructured) observedApp {
 	app.Conditions = status.Conditions
 	app.History = status.History
 	out.report = app
+	out.passing = !argoapp.AwaitedOperation(obj) &&
+		argoapp.PassingState(app.Sync.Status, app.Health.Status, app.Operation.Phase, argoapp.SyncsAutomatically(obj))
 	if t, err := time.Parse(time.RFC3339, status.ReconciledAt); err == nil {
 		out.reconciledAt = t
 	}

@@ -187,6 +187,10 @@ type tuning struct {
 	// summaryInterval is how long after the agent's last write of its ManagedClusterAddOn
 	// a change of the summary condition alone waits (summaryWait).
 	summaryInterval time.Duration
+	// settleWait is how long the status slices may hold back the states an app passes
+	// through on its own (publisher.holdBack): as long as the hub's status mirror waits
+	// for them (argoapp.DefaultSettleWait).
+	settleWait time.Duration
 }
 
 // defaultTuning returns the periods of a production agent.
@@ -200,5 +204,6 @@ func defaultTuning() tuning {
 		reconnectInterval:    time.Second,
 		requestTimeout:       30 * time.Second,
 		summaryInterval:      5 * time.Second,
+		settleWait:           argoapp.DefaultSettleWait,
 	}
 }

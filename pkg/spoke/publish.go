@@ -40,6 +40,10 @@ type publisher struct {
 	truncated bool
 	// entries are the apps' status-channel entries as last built, by key.
 	entries map[string]entryState
+	// held are the entries on the hub of the apps whose newer entries the agent holds
+	// back (holdBack), by key, and heldSince when it began to.
+	held      map[string]entryState
+	heldSince time.Time
 	// applied is when the agent last wrote its conditions on the ManagedClusterAddOn.
 	applied time.Time
 }
@@ -54,7 +58,7 @@ type observation struct {
 
 // newPublisher returns the state of a publish loop that has published nothing.
 func newPublisher() publisher {
-	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}}
+	return publisher{observations: map[string]observation{}, entries: map[string]entryState{}, held: map[string]entryState{}}
 }
 
 // publish builds the report from what the agent sees, and applies it to the
@@ -135,8 +139,12 @@ func (a *agent) publish(ctx context.Context) error {
 	}
 
 	a.trees.retain(apps)
-	if writes != (sliceWrites{}) {
+	if writes.applied+writes.deleted > 0 {
 		a.log.V(1).Info("published the status slices", "applications", len(apps), "applied", writes.applied, "deleted", writes.deleted)
+	}
+	if writes.heldFor > 0 {
+		a.log.V(1).Info("holding back the status slices while their changes pass", "applications", writes.held, "for", writes.heldFor)
+		a.queue.AddAfter(reportKey, writes.heldFor)
 	}
 	return slicesErr
 }

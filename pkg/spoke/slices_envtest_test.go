@@ -340,3 +340,77 @@ func TestSlicesCarryTheDiffsOfOutOfSyncResources(t *testing.T) {
 		g.Expect(e.DiffsMessage).To(gomega.BeEmpty())
 	}).Should(gomega.Succeed())
 }
+
+// TestSlicesHoldBackARollout: while apps pass through states that their cluster leaves on
+// its own (an automatic sync running, health Progressing), the slices keep the hub's
+// entries, for at most the settle wait from the first change held, and then write once;
+// an error, a sync someone waits for, and a settled state each go at once.
+func TestSlicesHoldBackARollout(t *testing.T) {
+	const wait = 4 * time.Second
+	f := newFixture(t, fixtureOptions{adjust: func(_ *Options, tn *tuning) { tn.settleWait = wait }})
+	const apps, revision = 4, "8f2c1e5d9a7b6c4d3e2f1a0b9c8d7e6f5a4b3c2d"
+	name := func(i int) string { return fmt.Sprintf("rollout-%d", i) }
+	for i := range apps {
+		f.createApp(name(i), status{sync: "OutOfSync", health: "Missing", revision: revision}.object(), syncsAutomatically)
+	}
+	f.g.Eventually(func(g gomega.Gomega) { g.Expect(f.entries(g)).To(gomega.HaveLen(apps)) }).Should(gomega.Succeed())
+	f.settle()
+	before := f.sliceWrites.Load()
+
+	// Three steps of an automatic sync, each on every app, each of which the agent
+	// would otherwise write.
+	steps := []status{
+		{sync: "OutOfSync", health: "Missing", revision: revision, phase: "Running", autoSync: true},
+		{sync: "OutOfSync", health: "Progressing", revision: revision, phase: "Running", autoSync: true, resources: 1},
+		{sync: "Synced", health: "Progressing", revision: revision, phase: "Succeeded", autoSync: true, resources: 1},
+	}
+	start := time.Now()
+	for _, s := range steps {
+		for i := range apps {
+			f.setStatus(name(i), s.object())
+		}
+		time.Sleep(2 * f.opts.PublishDelay)
+	}
+	stepped := time.Since(start)
+	f.g.Eventually(func(g gomega.Gomega) {
+		for _, e := range f.entries(g) {
+			g.Expect(e.Operation).NotTo(gomega.BeNil())
+			g.Expect(e.Operation.Phase).To(gomega.Equal("Succeeded"))
+		}
+	}).WithTimeout(2 * wait).Should(gomega.Succeed())
+	shown := time.Since(start)
+	writes := f.sliceWrites.Load() - before
+	t.Logf("%d steps of %d apps in %v: %d slice writes, the last step on the hub after %v", len(steps), apps,
+		stepped.Round(time.Millisecond), writes, shown.Round(time.Millisecond))
+	// One write when the wait ended, and one more for each wait the steps outlasted.
+	f.g.Expect(writes).To(gomega.BeNumerically("<=", 1+int64(stepped/wait)), "slice writes while the rollout passed")
+	f.g.Expect(shown).To(gomega.BeNumerically(">=", wait-f.opts.PublishDelay), "the passing states were not held back")
+
+	// Each of these goes at once, though the apps stay in passing states: it must not wait
+	// for a hold that a passing change began just before it.
+	atOnce := []struct {
+		what   string
+		status status
+		shows  func(e statusv1alpha1.AppStatus) bool
+	}{
+		{"an error", status{sync: "Synced", health: "Progressing", revision: revision, phase: "Succeeded", autoSync: true, resources: 1,
+			conditions: [][2]string{{"SyncError", "deployments.apps is forbidden"}}},
+			func(e statusv1alpha1.AppStatus) bool { return len(e.Conditions) == 1 }},
+		{"a sync someone waits for", status{sync: "OutOfSync", health: "Progressing", revision: revision, phase: "Running", resources: 1},
+			func(e statusv1alpha1.AppStatus) bool { return e.Operation != nil && e.Operation.Phase == "Running" }},
+		{"a settled state", status{sync: "Synced", health: "Healthy", revision: revision, phase: "Succeeded", autoSync: true, resources: 1},
+			func(e statusv1alpha1.AppStatus) bool { return e.Health != nil && e.Health.Status == "Healthy" }},
+	}
+	for i, c := range atOnce {
+		f.setStatus(name(3), status{sync: "OutOfSync", health: "Progressing", revision: revision, phase: "Running", autoSync: true, resources: i + 2}.object())
+		time.Sleep(2 * f.opts.PublishDelay)
+		set := time.Now()
+		f.setStatus(name(i), c.status.object())
+		f.g.Eventually(func(g gomega.Gomega) {
+			g.Expect(c.shows(f.entries(g)[name(i)])).To(gomega.BeTrue())
+		}).WithTimeout(2 * wait).Should(gomega.Succeed(), c.what)
+		took := time.Since(set)
+		t.Logf("%s on the hub after %v", c.what, took.Round(time.Millisecond))
+		f.g.Expect(took).To(gomega.BeNumerically("<", wait-f.opts.PublishDelay), "%s waited for the hold", c.what)
+	}
+}

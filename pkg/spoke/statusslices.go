@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -219,9 +221,12 @@ func (s *statusSlices) snapshot() []*hubSlice {
 	return out
 }
 
-// sliceWrites counts what a publish of the slices did.
+// sliceWrites counts what a publish of the slices did: the slices it applied and deleted,
+// and the apps whose newer entries it held back (holdBack), for how much longer.
 type sliceWrites struct {
 	applied, deleted int
+	held             int
+	heldFor          time.Duration
 }
 
 // entryState is an app's entry as last built: it is built again only when the app or
@@ -271,9 +276,11 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 	entries := make([]statusv1alpha1.AppStatus, 0, len(apps)+len(spokeLocal))
 	sizes := make(map[string]int, len(apps)+len(spokeLocal))
 	current := make(map[string]entryState, len(apps)+len(spokeLocal))
+	var changes []entryChange
 	for _, app := range apps {
 		key := app.report.Key()
 		state, ok := p.entries[key]
+		last := state
 		readAt, fresh := a.trees.fresh(app)
 		if !ok || state.spokeLocal || !fresh || state.appResourceVersion != app.resourceVersion || !state.treeReadAt.Equal(readAt) {
 			var tree clusterreport.Tree
@@ -292,6 +299,15 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 			}
 			state = entryState{appResourceVersion: app.resourceVersion, treeReadAt: readAt, entry: entry, size: size, digest: digest}
 		}
+		if h, onHub := onHubByKey[key]; !onHub || h.digest != state.digest {
+			change := entryChange{index: len(entries), passing: app.passing, entry: state}
+			if held, isHeld := p.held[key]; isHeld && held.digest == h.digest {
+				change.onHub = &held
+			} else if ok && onHub && last.digest == h.digest {
+				change.onHub = &last
+			}
+			changes = append(changes, change)
+		}
 		current[key] = state
 		entries = append(entries, state.entry)
 		sizes[key] = state.size
@@ -307,11 +323,25 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 			}
 			state = entryState{spokeLocal: true, entry: entry, size: size, digest: digest}
 		}
+		if h, onHub := onHubByKey[key]; !onHub || h.digest != state.digest {
+			changes = append(changes, entryChange{index: len(entries), entry: state})
+		}
 		current[key] = state
 		entries = append(entries, state.entry)
 		sizes[key] = state.size
 	}
 	p.entries = current
+	// What the slices carry: the current entries, or the hub's of the apps held back.
+	planned := current
+	gone := len(onHubByKey) > len(current)
+	if done.held, done.heldFor = p.holdBack(changes, gone, a.tuning.settleWait, time.Now()); done.heldFor > 0 {
+		planned = maps.Clone(current)
+		for _, c := range changes {
+			held := *c.onHub
+			key := clusterreport.EntryKey(held.entry)
+			entries[c.index], sizes[key], planned[key] = held.entry, held.size, held
+		}
+	}
 	plan := clusterreport.PlanSlicesSized(a.opts.AddonName, hubSlices, entries, sizes, hubSizes)
 
 	owner := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.Name, Namespace: addon.Namespace, UID: addon.UID}}
@@ -323,7 +353,7 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 		keep[s.Name] = true
 		desired := clusterreport.SliceObject(owner, s)
 		current := byName[s.Name]
-		if current != nil && sameSliceByDigest(current, desired, p.entries) {
+		if current != nil && sameSliceByDigest(current, desired, planned) {
 			continue
 		}
 		if gains(current, desired) {
@@ -333,7 +363,7 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 		}
 	}
 	for _, desired := range append(gaining, other...) {
-		if err := a.applySlice(ctx, desired, p.entries); err != nil {
+		if err := a.applySlice(ctx, desired, planned); err != nil {
 			return done, err
 		}
 		done.applied++
@@ -351,6 +381,51 @@ func (a *agent) publishSlices(ctx context.Context, apps []observedApp, spokeLoca
 		done.deleted++
 	}
 	return done, nil
+}
+
+// entryChange is an app whose current entry is not the hub's: at index in the planned
+// entries, whether its state is passing (observedApp.passing), and the hub's entry, when
+// the agent still has it (the one it last built or held).
+type entryChange struct {
+	index   int
+	passing bool
+	entry   entryState
+	onHub   *entryState
+}
+
+// holdBack decides whether the slices keep the hub's entries of the changed apps for now:
+// while every change is a passing state (observedApp.passing) of an app the hub already
+// holds, with nothing in it that must not wait (the app's conditions, Argo CD's errors
+// among them; the answer to a hub refresh; where it came from), and for at most wait from
+// the first change held. A rollout is then written when it settles, or once per wait
+// while it lasts, rather than at each of its steps; a new app, an app gone (gone), an
+// error or a settled state goes at once, and takes every held change with it. It returns
+// how many apps it holds back and for how much longer; zero when it holds none.
+func (p *publisher) holdBack(changes []entryChange, gone bool, wait time.Duration, now time.Time) (int, time.Duration) {
+	hold := len(changes) > 0 && !gone && wait > 0
+	for _, c := range changes {
+		hold = hold && c.passing && c.onHub != nil && sameNews(c.onHub.entry, c.entry.entry)
+	}
+	if hold && p.heldSince.IsZero() {
+		p.heldSince = now
+	}
+	left := wait - now.Sub(p.heldSince)
+	if !hold || left <= 0 {
+		clear(p.held)
+		p.heldSince = time.Time{}
+		return 0, 0
+	}
+	for _, c := range changes {
+		p.held[clusterreport.EntryKey(c.onHub.entry)] = *c.onHub
+	}
+	return len(changes), left
+}
+
+// sameNews reports whether an app's entry b holds nothing that a and the hub do not, of
+// what must not wait: its conditions, the refresh it answers, and where it came from.
+func sameNews(a, b statusv1alpha1.AppStatus) bool {
+	return a.Refreshed == b.Refreshed && a.ManifestWork == b.ManifestWork && a.ApplicationSet == b.ApplicationSet &&
+		equality.Semantic.DeepEqual(a.Hub, b.Hub) && equality.Semantic.DeepEqual(a.Conditions, b.Conditions)
 }
 
 // sameSliceByDigest reports whether the slice on the hub holds what desired holds: the

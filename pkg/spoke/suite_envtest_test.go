@@ -201,6 +201,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		reconnectInterval:    200 * time.Millisecond,
 		requestTimeout:       5 * time.Second,
 		summaryInterval:      time.Second,
+		settleWait:           time.Second,
 	}
 	if fo.adjust != nil {
 		fo.adjust(&f.opts, &f.tuning)
@@ -465,6 +466,11 @@ func fromApplicationSet(appSet string) appOption {
 	}
 }
 
+// syncsAutomatically gives an app an automated sync policy.
+func syncsAutomatically(u *unstructured.Unstructured) {
+	u.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{"automated": map[string]any{}}
+}
+
 // notFromHub leaves an app without any sign of the hub: an app created on the managed
 // cluster.
 func notFromHub(u *unstructured.Unstructured) {
@@ -563,6 +569,9 @@ type status struct {
 	sync, health, revision string
 	revisions              []string
 	phase, opMessage       string
+	// autoSync: the operation was started by the app's automated sync policy; otherwise
+	// by no one the status says.
+	autoSync bool
 	conditions             [][2]string // type, message
 	resources              int
 	reconciledAt           time.Time
@@ -583,8 +592,12 @@ func (s status) object() map[string]any {
 	}
 	out := map[string]any{"sync": sync, "health": map[string]any{"status": s.health}}
 	if s.phase != "" {
+		operation := map[string]any{"sync": map[string]any{"revision": s.revision}}
+		if s.autoSync {
+			operation["initiatedBy"] = map[string]any{"automated": true}
+		}
 		out["operationState"] = map[string]any{
-			"operation": map[string]any{"sync": map[string]any{"revision": s.revision}},
+			"operation": operation,
 			"phase":     s.phase, "startedAt": "2026-01-01T00:00:00Z", "message": s.opMessage,
 		}
 	}
