@@ -5,6 +5,7 @@ package appsetreport
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,7 +159,8 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}
 	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{},
-		truncated: map[types.NamespacedName]bool{}, served: &servedSchema{reader: mgr.GetAPIReader()}}
+		truncated: map[types.NamespacedName]bool{}, served: &servedSchema{reader: mgr.GetAPIReader()},
+		news: map[types.NamespacedName][sha256.Size]byte{}, heldSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.AddonHandler{
 		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
 		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
@@ -206,6 +208,10 @@ type reconciler struct {
 	// that the Events say when a cut starts and ends, also before the cache has seen
 	// the last write.
 	truncated map[types.NamespacedName]bool
+	// news is the newsOf each report as last written, and heldSince when the report
+	// began to wait for its apps to settle (settleWait).
+	news      map[types.NamespacedName][sha256.Size]byte
+	heldSince map[types.NamespacedName]time.Time
 }
 
 // untilWritable returns how long the report key must wait for its next write.
@@ -231,6 +237,8 @@ func (r *reconciler) wrote(key types.NamespacedName, took time.Duration, resourc
 	if gone {
 		delete(r.truncated, key)
 		delete(r.written, key)
+		delete(r.news, key)
+		delete(r.heldSince, key)
 	} else {
 		r.written[key] = resourceVersion
 	}
@@ -315,6 +323,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.swapTruncated(req.NamespacedName, truncated != nil, storedTruncated)
 		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
+	// While its apps roll out, a report is written when they settle, or once per
+	// SettleWait while they do not; news go at once.
+	news := newsOf(apps)
+	if wait := r.settleWait(req.NamespacedName, apps, news, time.Now()); wait > 0 {
+		if recheck > 0 {
+			wait = min(wait, recheck)
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	// Server-side apply of the fields this controller owns: no resourceVersion, so a
 	// cache that has not caught up with the last write cannot make it conflict, and
 	// whatever else is on the report (labels, annotations of other writers) stays. The
@@ -334,6 +351,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("apply report %s: %w", req, err)
 	}
 	r.wrote(req.NamespacedName, time.Since(start), desired.ResourceVersion, false)
+	r.wroteNews(req.NamespacedName, news)
 	log.V(1).Info("applied report", "report", req, "clusters", statuses.Summary.Clusters)
 	r.recordTruncation(ctx, req.NamespacedName, appSet, truncated,
 		r.swapTruncated(req.NamespacedName, truncated != nil, storedTruncated))
@@ -513,12 +531,16 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 		if obs.RecheckAfter > 0 && (recheck == 0 || obs.RecheckAfter < recheck) {
 			recheck = obs.RecheckAfter
 		}
+		state := observed.Merge(observed.FeedbackOf(work), obs.App)
+		_, operation := app.Object["operation"]
 		out = append(out, ClusterApp{
 			Cluster: cluster, HubApp: app.GetName(), ManifestWork: workName,
-			State:       observed.Merge(observed.FeedbackOf(work), obs.App),
+			State:       state,
 			Stale:       observed.StalenessOf(addon),
 			Rejected:    obs.Rejection,
 			NotReported: obs.Absence,
+			Passing: !operation &&
+				argoapp.PassingState(state.SyncStatus, state.HealthStatus, state.OperationPhase, argoapp.SyncsAutomatically(app)),
 		})
 	}
 	return out, recheck, foreign, nil

@@ -558,6 +558,79 @@ func TestReportController(t *testing.T) {
 		g.Consistently(func() int64 { return int64(writes.Succeeded()) }, 2*time.Second, 100*time.Millisecond).Should(gomega.Equal(before))
 	})
 
+	t.Run("a rollout is written when it settles, or once per settle wait; an error and a settled state at once", func(t *testing.T) {
+		g := newG(t)
+		wait := opts.SettleWait
+		g.Expect(wait).To(gomega.BeNumerically(">=", 2*time.Second), "the default settle wait")
+		// Every cluster settled, the agents reporting each app without conditions.
+		settledState := feedback{"Healthy", "Synced", "Succeeded"}
+		for _, cluster := range clusters {
+			setAgentReport(cluster, []clusterreport.App{agentApp(cluster, "Synced", "Healthy", nil, nil)}, metav1.ConditionTrue, "rollout")
+			setFeedback(cluster, settledState, "rollout")
+		}
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.Summary.InProgress).To(gomega.Equal("0"))
+			n := writes.Succeeded()
+			time.Sleep(500 * time.Millisecond)
+			g.Expect(writes.Succeeded()).To(gomega.Equal(n))
+		}).Should(gomega.Succeed())
+
+		// Two clusters begin to roll out: that goes at once.
+		start := time.Now()
+		for _, cluster := range clusters[:2] {
+			setFeedback(cluster, feedback{"Missing", "OutOfSync", "Running"}, "rollout")
+		}
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			for _, cluster := range clusters[:2] {
+				g.Expect(entry(g, r, cluster).OperationStatePhase).To(gomega.Equal("Running"))
+			}
+		}).Should(gomega.Succeed())
+		g.Expect(time.Since(start)).To(gomega.BeNumerically("<", wait-time.Second), "the rollout's start waited")
+		// Then each step is a state their clusters leave on their own.
+		before := int64(writes.Succeeded())
+		start = time.Now()
+		steps := []feedback{{"Progressing", "OutOfSync", "Running"}, {"Progressing", "Synced", "Running"}, {"Progressing", "Synced", "Succeeded"}}
+		for _, step := range steps {
+			for _, cluster := range clusters[:2] {
+				setFeedback(cluster, step, "rollout")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		stepped := time.Since(start)
+		g.Eventually(func(g gomega.Gomega) {
+			r := getReport(g)
+			for _, cluster := range clusters[:2] {
+				e := entry(g, r, cluster)
+				g.Expect(e.HealthStatus + "/" + e.SyncStatus).To(gomega.Equal("Progressing/Synced"))
+			}
+		}).Should(gomega.Succeed())
+		shown := time.Since(start)
+		held := int64(writes.Succeeded()) - before
+		t.Logf("%d steps on 2 clusters in %v: %d report writes, the last step in the report after %v", len(steps),
+			stepped.Round(time.Millisecond), held, shown.Round(time.Millisecond))
+		g.Expect(held).To(gomega.BeNumerically("<=", 1+int64(stepped/wait)), "report writes while the rollout passed")
+		g.Expect(shown).To(gomega.BeNumerically(">=", wait-time.Second), "the passing states were not held back")
+
+		// Each of these goes at once, though cluster2 still passes: an error, then the
+		// rollout settled.
+		setFeedback("cluster2", feedback{"Progressing", "OutOfSync", "Running"}, "rollout again")
+		set := time.Now()
+		setAgentReport("cluster1", []clusterreport.App{agentApp("cluster1", "Synced", "Progressing", nil,
+			[]argoapp.Condition{{Type: "SyncError", Message: "deployments.apps is forbidden"}})}, metav1.ConditionTrue, "rollout")
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(entry(g, getReport(g), "cluster1").Conditions).To(gomega.HaveLen(1))
+		}).Should(gomega.Succeed())
+		g.Expect(time.Since(set)).To(gomega.BeNumerically("<", wait-time.Second), "the error waited for the rollout")
+		setFeedback("cluster2", settledState, "rollout settled")
+		setFeedback("cluster1", settledState, "rollout settled")
+		set = time.Now()
+		g.Eventually(func(g gomega.Gomega) {
+			g.Expect(getReport(g).Statuses.Summary.InProgress).To(gomega.Equal("0"))
+		}).Should(gomega.Succeed())
+		g.Expect(time.Since(set)).To(gomega.BeNumerically("<", wait-time.Second), "the settled rollout waited")
+	})
+
 	t.Run("left to the pull controller that serves an app of the ApplicationSet (ACM's)", func(t *testing.T) {
 		g := newG(t)
 		setServedByAnother := func(served bool) {

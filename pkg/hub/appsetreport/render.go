@@ -56,6 +56,10 @@ type ClusterApp struct {
 	// NotReported is non-nil when the agent's report has no entry for the app although
 	// its work is applied; State then holds the feedback only.
 	NotReported *observed.Absence
+	// Passing: the app is in a state that its cluster leaves on its own
+	// (argoapp.PassingState), and no one on the hub waits for it (the hub Application
+	// holds no operation). The report's write may wait for it (settleWait).
+	Passing bool
 }
 
 // AppField returns the `app` field of a cluster entry:

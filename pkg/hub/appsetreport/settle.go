@@ -1,0 +1,82 @@
+package appsetreport
+
+// This file holds a report back while the apps of its ApplicationSet pass through states
+// that their clusters leave on their own (a rollout), so that a rollout writes the report
+// when it settles, or once per SettleWait while it lasts, rather than at each step of each
+// app. What must not wait (news) goes at once.
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+)
+
+// newsOf is the digest of what a report of apps carries that must not wait: which apps
+// of which clusters it holds, their conditions (Argo CD's errors), whether the hub can
+// tell their state (an unavailable addon, a rejected or missing report), and the state
+// of each app that is not passing (ClusterApp.Passing): a settled app, or one whose
+// rollout begins.
+func newsOf(apps []ClusterApp) [sha256.Size]byte {
+	type appNews struct {
+		Cluster, HubApp, ManifestWork string
+		Conditions                    []argoapp.Condition
+		Stale, Rejected, NotReported  bool
+		// Settled is the app's state when it is not passing; empty while it is.
+		Settled []string `json:",omitempty"`
+	}
+	news := make([]appNews, 0, len(apps))
+	for _, a := range apps {
+		n := appNews{
+			Cluster: a.Cluster, HubApp: a.HubApp, ManifestWork: a.ManifestWork, Conditions: a.State.Conditions,
+			Stale: a.Stale != nil, Rejected: a.Rejected != nil, NotReported: a.NotReported != nil,
+		}
+		if s := a.State; !a.Passing {
+			n.Settled = append([]string{s.SyncStatus, s.SyncRevision, s.HealthStatus, s.OperationPhase, s.OperationStart}, s.SyncRevisions...)
+		}
+		news = append(news, n)
+	}
+	slices.SortFunc(news, func(a, b appNews) int {
+		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.HubApp, b.HubApp))
+	})
+	encoded, _ := json.Marshal(news) // plain strings and bools: it cannot fail
+	return sha256.Sum256(encoded)
+}
+
+// settleWait returns how much longer the write of the report key may wait: while one of
+// its apps is passing (ClusterApp.Passing) and its news are those this controller last
+// wrote, for at most SettleWait from the first change it held. Zero or less: write now,
+// as for a report this process has not written yet.
+func (r *reconciler) settleWait(key types.NamespacedName, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	written, ok := r.news[key]
+	if !ok || written != news || !slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing }) {
+		delete(r.heldSince, key)
+		return 0
+	}
+	since, ok := r.heldSince[key]
+	if !ok {
+		since = now
+		r.heldSince[key] = now
+	}
+	wait := r.opts.SettleWait - now.Sub(since)
+	if wait <= 0 {
+		delete(r.heldSince, key)
+	}
+	return wait
+}
+
+// wroteNews records the news of the report key as written.
+func (r *reconciler) wroteNews(key types.NamespacedName, news [sha256.Size]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.news[key] = news
+	delete(r.heldSince, key)
+}
