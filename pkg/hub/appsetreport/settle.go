@@ -19,28 +19,22 @@ import (
 )
 
 // newsOf is the digest of what a report of apps carries that must not wait: which apps
-// of which clusters it holds, their conditions (Argo CD's errors), whether the hub can
-// tell their state (an unavailable addon, a rejected or missing report), and the state
-// of each app that is not passing (ClusterApp.Passing): a settled app, or one whose
-// rollout begins.
+// of which clusters it holds, their conditions (Argo CD's errors), and whether the hub
+// can tell their state (an unavailable addon, a rejected or missing report). An app's
+// sync and health are not news while another app of the report is passing: the report
+// is the ApplicationSet's view, and each hub Application shows its own at once.
 func newsOf(apps []ClusterApp) [sha256.Size]byte {
 	type appNews struct {
 		Cluster, HubApp, ManifestWork string
 		Conditions                    []argoapp.Condition
 		Stale, Rejected, NotReported  bool
-		// Settled is the app's state when it is not passing; empty while it is.
-		Settled []string `json:",omitempty"`
 	}
 	news := make([]appNews, 0, len(apps))
 	for _, a := range apps {
-		n := appNews{
+		news = append(news, appNews{
 			Cluster: a.Cluster, HubApp: a.HubApp, ManifestWork: a.ManifestWork, Conditions: a.State.Conditions,
 			Stale: a.Stale != nil, Rejected: a.Rejected != nil, NotReported: a.NotReported != nil,
-		}
-		if s := a.State; !a.Passing {
-			n.Settled = append([]string{s.SyncStatus, s.SyncRevision, s.HealthStatus, s.OperationPhase, s.OperationStart}, s.SyncRevisions...)
-		}
-		news = append(news, n)
+		})
 	}
 	slices.SortFunc(news, func(a, b appNews) int {
 		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.HubApp, b.HubApp))
@@ -51,7 +45,8 @@ func newsOf(apps []ClusterApp) [sha256.Size]byte {
 
 // settleWait returns how much longer the write of the report key may wait: while one of
 // its apps is passing (ClusterApp.Passing) and its news are those this controller last
-// wrote, for at most SettleWait from the first change it held. Zero or less: write now,
+// wrote, for at most SettleWait from the first change it held. Once no app passes, the
+// report is written at once. Zero or less: write now,
 // as for a report this process has not written yet.
 func (r *reconciler) settleWait(key types.NamespacedName, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
 	r.mu.Lock()
