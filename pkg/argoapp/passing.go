@@ -34,6 +34,40 @@ func PassingState(syncStatus, healthStatus, operationPhase string, syncsAutomati
 // long. The hub is then at most this far behind an app that passes through states.
 const DefaultSettleWait = 5 * time.Second
 
+// SettleHolds keep, for each key (an app, a report, a cluster's slices), since when its
+// write has been held back for a passing state, so that none waits longer than the settle
+// wait from the first change it held. The zero value is ready; it is not safe for
+// concurrent use.
+type SettleHolds[K comparable] struct {
+	since map[K]time.Time
+}
+
+// Wait returns how much longer the write of key may wait, at most limit from the first
+// call that held it: zero or less to write now, as when mayWait is false. A hold ends
+// (and the next begins afresh) when it returns zero or less.
+func (h *SettleHolds[K]) Wait(key K, mayWait bool, limit time.Duration, now time.Time) time.Duration {
+	if !mayWait {
+		delete(h.since, key)
+		return 0
+	}
+	since, ok := h.since[key]
+	if !ok {
+		if h.since == nil {
+			h.since = map[K]time.Time{}
+		}
+		since = now
+		h.since[key] = now
+	}
+	wait := limit - now.Sub(since)
+	if wait <= 0 {
+		delete(h.since, key)
+	}
+	return wait
+}
+
+// Forget ends the hold of key.
+func (h *SettleHolds[K]) Forget(key K) { delete(h.since, key) }
+
 // AwaitedOperation reports whether someone waits for the Application's operation: the
 // requested one (.operation) or, without one, the last (status.operationState.operation)
 // was started by anyone but the Application's own automated sync policy — a user's

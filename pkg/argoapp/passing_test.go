@@ -2,6 +2,7 @@ package argoapp
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -31,5 +32,33 @@ func TestAwaitedOperation(t *testing.T) {
 		if got := AwaitedOperation(&unstructured.Unstructured{Object: tc.object}); got != tc.awaited {
 			t.Errorf("%s: AwaitedOperation = %v; want %v", tc.name, got, tc.awaited)
 		}
+	}
+}
+
+func TestSettleHolds(t *testing.T) {
+	const limit = 5 * time.Second
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	var h SettleHolds[string]
+	for _, step := range []struct {
+		key     string
+		after   time.Duration
+		mayWait bool
+		want    time.Duration
+	}{
+		{"a", 0, true, limit},                         // a hold begins
+		{"a", 2 * time.Second, true, 3 * time.Second}, // and counts from its first change
+		{"b", 2 * time.Second, true, limit},           // each key its own
+		{"a", limit, true, 0},                         // it ends at the limit
+		{"a", limit + time.Second, true, limit},       // and the next begins afresh
+		{"b", 3 * time.Second, false, 0},              // what may not wait ends it at once
+		{"b", 4 * time.Second, true, limit},           // so the next counts from there
+	} {
+		if got := h.Wait(step.key, step.mayWait, limit, t0.Add(step.after)); got != step.want {
+			t.Errorf("%s at %v (may wait %v): Wait = %v; want %v", step.key, step.after, step.mayWait, got, step.want)
+		}
+	}
+	h.Forget("b")
+	if got := h.Wait("b", true, limit, t0.Add(time.Minute)); got != limit {
+		t.Errorf("after Forget: Wait = %v; want a new hold of %v", got, limit)
 	}
 }

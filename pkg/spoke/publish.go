@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	addonv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -41,9 +42,9 @@ type publisher struct {
 	// entries are the apps' status-channel entries as last built, by key.
 	entries map[string]entryState
 	// held are the entries on the hub of the apps whose newer entries the agent holds
-	// back (holdBack), by key, and heldSince when it began to.
-	held      map[string]entryState
-	heldSince time.Time
+	// back (holdBack), by key, and holding when it began to.
+	held    map[string]entryState
+	holding argoapp.SettleHolds[struct{}]
 	// applied is when the agent last wrote its conditions on the ManagedClusterAddOn.
 	applied time.Time
 }

@@ -402,17 +402,13 @@ type entryChange struct {
 // error or a settled state goes at once, and takes every held change with it. It returns
 // how many apps it holds back and for how much longer; zero when it holds none.
 func (p *publisher) holdBack(changes []entryChange, gone bool, wait time.Duration, now time.Time) (int, time.Duration) {
-	hold := len(changes) > 0 && !gone && wait > 0
+	hold := len(changes) > 0 && !gone
 	for _, c := range changes {
 		hold = hold && c.passing && c.onHub != nil && sameNews(c.onHub.entry, c.entry.entry)
 	}
-	if hold && p.heldSince.IsZero() {
-		p.heldSince = now
-	}
-	left := wait - now.Sub(p.heldSince)
-	if !hold || left <= 0 {
+	left := p.holding.Wait(struct{}{}, hold, wait, now)
+	if left <= 0 {
 		clear(p.held)
-		p.heldSince = time.Time{}
 		return 0, 0
 	}
 	for _, c := range changes {

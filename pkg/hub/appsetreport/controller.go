@@ -160,7 +160,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
 		pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{},
 		truncated: map[types.NamespacedName]bool{}, served: &servedSchema{reader: mgr.GetAPIReader()},
-		news: map[types.NamespacedName][sha256.Size]byte{}, heldSince: map[types.NamespacedName]time.Time{}}
+		news: map[types.NamespacedName][sha256.Size]byte{}}
 	agent := observed.AddonHandler{
 		Reader: c, AddonName: opts.AddonName, MapWork: mapWork,
 		MapApp: func(app clusterreport.App) (types.NamespacedName, bool) {
@@ -208,10 +208,10 @@ type reconciler struct {
 	// that the Events say when a cut starts and ends, also before the cache has seen
 	// the last write.
 	truncated map[types.NamespacedName]bool
-	// news is the newsOf each report as last written, and heldSince when the report
-	// began to wait for its apps to settle (settleWait).
-	news      map[types.NamespacedName][sha256.Size]byte
-	heldSince map[types.NamespacedName]time.Time
+	// news is the newsOf each report as last written, and held the reports that wait
+	// for their apps to settle (settleWait).
+	news map[types.NamespacedName][sha256.Size]byte
+	held argoapp.SettleHolds[types.NamespacedName]
 }
 
 // untilWritable returns how long the report key must wait for its next write.
@@ -238,7 +238,7 @@ func (r *reconciler) wrote(key types.NamespacedName, took time.Duration, resourc
 		delete(r.truncated, key)
 		delete(r.written, key)
 		delete(r.news, key)
-		delete(r.heldSince, key)
+		r.held.Forget(key)
 	} else {
 		r.written[key] = resourceVersion
 	}

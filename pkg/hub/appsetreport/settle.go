@@ -52,20 +52,8 @@ func (r *reconciler) settleWait(key types.NamespacedName, apps []ClusterApp, new
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	written, ok := r.news[key]
-	if !ok || written != news || !slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing }) {
-		delete(r.heldSince, key)
-		return 0
-	}
-	since, ok := r.heldSince[key]
-	if !ok {
-		since = now
-		r.heldSince[key] = now
-	}
-	wait := r.opts.SettleWait - now.Sub(since)
-	if wait <= 0 {
-		delete(r.heldSince, key)
-	}
-	return wait
+	mayWait := ok && written == news && slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing })
+	return r.held.Wait(key, mayWait, r.opts.SettleWait, now)
 }
 
 // wroteNews records the news of the report key as written.
@@ -73,5 +61,5 @@ func (r *reconciler) wroteNews(key types.NamespacedName, news [sha256.Size]byte)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.news[key] = news
-	delete(r.heldSince, key)
+	r.held.Forget(key)
 }

@@ -72,7 +72,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}
 	opts.SettleWait = cmp.Or(opts.SettleWait, argoapp.DefaultSettleWait)
 	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
-		progressingSince: map[types.NamespacedName]time.Time{}, waitingSince: map[types.NamespacedName]time.Time{}}
+		progressingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
 	// Every watch enqueues the app's request after the window (coalescing): the hub
 	// Application's own, the work's feedback, and the agent's report and status slices,
@@ -108,9 +108,8 @@ type reconciler struct {
 	mu sync.Mutex
 	// progressingSince is when this controller wrote a Progressing before Healthy.
 	progressingSince map[types.NamespacedName]time.Time
-	// waitingSince is when the first passing state of an app that is not written yet
-	// arrived (settleWait).
-	waitingSince map[types.NamespacedName]time.Time
+	// held are the apps whose passing states are not written yet (settleWait).
+	held argoapp.SettleHolds[types.NamespacedName]
 }
 
 func (r *reconciler) isCandidate(o client.Object) bool {
@@ -304,5 +303,5 @@ func (r *reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.progressingSince, key)
-	delete(r.waitingSince, key)
+	r.held.Forget(key)
 }

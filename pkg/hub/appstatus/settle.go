@@ -47,20 +47,7 @@ func mayWait(app *unstructured.Unstructured, desired Desired) bool {
 func (r *reconciler) settleWait(key types.NamespacedName, app *unstructured.Unstructured, desired Desired, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !mayWait(app, desired) || !changes(app, desired, now) {
-		delete(r.waitingSince, key)
-		return 0
-	}
-	since, ok := r.waitingSince[key]
-	if !ok {
-		since = now
-		r.waitingSince[key] = now
-	}
-	wait := r.opts.SettleWait - now.Sub(since)
-	if wait <= 0 {
-		delete(r.waitingSince, key)
-	}
-	return wait
+	return r.held.Wait(key, mayWait(app, desired) && changes(app, desired, now), r.opts.SettleWait, now)
 }
 
 // changes reports whether writing desired would change app.
