@@ -408,7 +408,7 @@ func TestSlicesHoldBackARollout(t *testing.T) {
 		f.setStatus(name(i), c.status.object())
 		f.g.Eventually(func(g gomega.Gomega) {
 			g.Expect(c.shows(f.entries(g)[name(i)])).To(gomega.BeTrue())
-		}).WithTimeout(2 * wait).Should(gomega.Succeed(), c.what)
+		}).WithTimeout(2*wait).Should(gomega.Succeed(), c.what)
 		took := time.Since(set)
 		t.Logf("%s on the hub after %v", c.what, took.Round(time.Millisecond))
 		f.g.Expect(took).To(gomega.BeNumerically("<", wait-f.opts.PublishDelay), "%s waited for the hold", c.what)

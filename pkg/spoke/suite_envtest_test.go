@@ -571,10 +571,10 @@ type status struct {
 	phase, opMessage       string
 	// autoSync: the operation was started by the app's automated sync policy; otherwise
 	// by no one the status says.
-	autoSync bool
-	conditions             [][2]string // type, message
-	resources              int
-	reconciledAt           time.Time
+	autoSync     bool
+	conditions   [][2]string // type, message
+	resources    int
+	reconciledAt time.Time
 }
 
 // object returns the status as the content of an Application.
