@@ -29,6 +29,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/appstatus"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/clustersecret"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/propagation"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/resourceproxy"
@@ -342,7 +343,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := SetupControllers(mgr, c, cfg, opts); err != nil {
 		return err
 	}
-	addonMgr, agentAddon, err := newAddonManager(cfg, opts, mgr.GetEventRecorder(addon.CSRApproverName))
+	addonMgr, agentAddon, err := newAddonManager(cfg, opts, hubevents.Recorder(mgr, addon.CSRApproverName))
 	if err != nil {
 		return err
 	}

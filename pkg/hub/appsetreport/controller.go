@@ -38,6 +38,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -157,7 +158,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 	}); err != nil {
 		return fmt.Errorf("index Applications by ApplicationSet: %w", err)
 	}
-	r := &reconciler{client: c, decoder: decoder, recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
+	r := &reconciler{client: c, decoder: decoder, recorder: hubevents.Recorder(mgr, ControllerName), opts: opts,
 		pace: map[types.NamespacedName]writePace{}, written: map[types.NamespacedName]string{},
 		truncated: map[types.NamespacedName]bool{}, served: &servedSchema{reader: mgr.GetAPIReader()},
 		news: map[types.NamespacedName][sha256.Size]byte{}}

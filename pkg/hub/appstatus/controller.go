@@ -31,6 +31,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -71,7 +72,7 @@ func Setup(mgr ctrl.Manager, c client.Client, decoder *observed.Decoder, opts Op
 		return fmt.Errorf("invalid status mirror options: %w", err)
 	}
 	opts.SettleWait = cmp.Or(opts.SettleWait, argoapp.DefaultSettleWait)
-	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName), opts: opts,
+	r := &reconciler{client: c, decoder: decoder, apiReader: mgr.GetAPIReader(), recorder: hubevents.Recorder(mgr, ControllerName), opts: opts,
 		progressingSince: map[types.NamespacedName]time.Time{}}
 	agent := observed.ApplicationHandler(c, opts.AddonName)
 	// Every watch enqueues the app's request after the window (coalescing): the hub

@@ -23,14 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/apppatch"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 )
-
-// maxEventNoteLength bounds the note of an Event; the events API refuses longer ones.
-const maxEventNoteLength = 1000
 
 // recordProblem records a problem on the Application: a Warning Event, a log line and the
 // OCMPropagationError condition. Without a problem, it removes the condition. Other
@@ -48,7 +44,7 @@ func (r *reconciler) recordProblem(ctx context.Context, app *unstructured.Unstru
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("not propagating the application", "reason", p.reason, "message", p.message)
-	r.recorder.Eventf(app, nil, corev1.EventTypeWarning, p.reason, eventAction, "%s", truncate(p.message, maxEventNoteLength))
+	r.recorder.Eventf(app, nil, corev1.EventTypeWarning, p.reason, eventAction, "%s", p.message)
 	message := p.reason + ": " + p.message
 	err := r.patchApplication(ctx, app, apppatch.All(func(app *unstructured.Unstructured) (bool, error) {
 		return argoapp.SetCondition(app, argoapp.ConditionOCMPropagationError, message, time.Now())
@@ -322,10 +318,4 @@ func (r *reconciler) testAndRemove(ctx context.Context, app *unstructured.Unstru
 func appliedAtGeneration(work *workv1.ManifestWork) bool {
 	applied := meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied)
 	return applied != nil && applied.Status == metav1.ConditionTrue && applied.ObservedGeneration == work.Generation
-}
-
-// truncate cuts s to at most n bytes, ending with "..." when cut, and never inside a
-// UTF-8 sequence: clusterreport.TruncateMessage, the one cut of the hub's messages.
-func truncate(s string, n int) string {
-	return clusterreport.TruncateMessage(s, n)
 }

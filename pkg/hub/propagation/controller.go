@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -96,7 +97,7 @@ func Setup(mgr ctrl.Manager, c client.Client, reports *statusslices.Reader, opts
 	r := &reconciler{
 		client:    c,
 		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder(ControllerName),
+		recorder:  hubevents.Recorder(mgr, ControllerName),
 		opts:      opts,
 		problems:  sharedProblems,
 		reports:   reports,

@@ -2,9 +2,7 @@ package propagation
 
 import (
 	"bytes"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -154,17 +152,6 @@ func TestPauseState(t *testing.T) {
 		if paused != tt.paused || (why != "") != tt.invalid {
 			t.Errorf("pauseState(%v) = %v, %q; want paused %v, invalid %v", tt.annotations, paused, why, tt.paused, tt.invalid)
 		}
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	if got := truncate("short", 10); got != "short" {
-		t.Errorf("truncate kept %q", got)
-	}
-	long := strings.Repeat("é", 20) // 2 bytes each
-	got := truncate(long, 10)
-	if len(got) > 10 || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
-		t.Errorf("truncate(%q, 10) = %q", long, got)
 	}
 }
 

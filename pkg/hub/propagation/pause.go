@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/predicates"
 )
 
@@ -56,7 +57,7 @@ type pauseReconciler struct {
 }
 
 func setupPauseController(mgr ctrl.Manager, c client.Client, opts Options) error {
-	r := &pauseReconciler{client: c, recorder: mgr.GetEventRecorder(PauseControllerName), opts: opts}
+	r := &pauseReconciler{client: c, recorder: hubevents.Recorder(mgr, PauseControllerName), opts: opts}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(PauseControllerName).
 		For(&addonv1beta1.ManagedClusterAddOn{}, builder.WithPredicates(named(opts.AddonName), pauseConditionChanged)).

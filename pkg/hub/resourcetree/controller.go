@@ -33,6 +33,7 @@ import (
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/hubevents"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/sharedsettings"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/statusslices"
@@ -122,7 +123,7 @@ func Setup(mgr ctrl.Manager, c client.Client, slices *statusslices.Reader, opts 
 		client: c, slices: slices, full: newFullSlices(mgr.GetAPIReader()),
 		cache: &cacheWriter{client: redisClient, target: clientOpts.Target(),
 			compression: opts.Redis.Compression, expiration: opts.Redis.Expiration},
-		recorder: mgr.GetEventRecorder(ControllerName), opts: opts, written: map[types.NamespacedName]written{},
+		recorder: hubevents.Recorder(mgr, ControllerName), opts: opts, written: map[types.NamespacedName]written{},
 		log: mgr.GetLogger().WithValues("controller", ControllerName),
 	}
 	if err := mgr.Add(closeOnStop{r.cache}); err != nil {
