@@ -327,7 +327,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// While its apps roll out, a report is written when they settle, or once per
 	// SettleWait while they do not; news go at once.
 	news := newsOf(apps)
-	if wait := r.settleWait(req.NamespacedName, apps, news, time.Now()); wait > 0 {
+	if wait := r.settleWait(req.NamespacedName, exists, apps, news, time.Now()); wait > 0 {
 		if recheck > 0 {
 			wait = min(wait, recheck)
 		}

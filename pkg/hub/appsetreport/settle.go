@@ -43,16 +43,16 @@ func newsOf(apps []ClusterApp) [sha256.Size]byte {
 	return sha256.Sum256(encoded)
 }
 
-// settleWait returns how much longer the write of the report key may wait: while one of
-// its apps is passing (ClusterApp.Passing) and its news are those this controller last
-// wrote, for at most SettleWait from the first change it held. Once no app passes, the
-// report is written at once. Zero or less: write now,
+// settleWait returns how much longer the write of the report key may wait: while the
+// report exists, one of its apps is passing (ClusterApp.Passing) and its news are those
+// this controller last wrote, for at most SettleWait from the first change it held. Once
+// no app passes, the report is written at once. Zero or less: write now,
 // as for a report this process has not written yet.
-func (r *reconciler) settleWait(key types.NamespacedName, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
+func (r *reconciler) settleWait(key types.NamespacedName, exists bool, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	written, ok := r.news[key]
-	mayWait := ok && written == news && slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing })
+	mayWait := exists && ok && written == news && slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing })
 	return r.held.Wait(key, mayWait, r.opts.SettleWait, now)
 }
 
