@@ -100,8 +100,21 @@ func SyncsByRollingSync(appSet *unstructured.Unstructured) bool {
 // spec.syncPolicy.automated is set, and its enabled is not false (Argo CD's
 // SyncPolicy.IsAutomatedSyncEnabled).
 func SyncsAutomatically(app *unstructured.Unstructured) bool {
-	automated, found, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated")
-	if !found || automated == nil {
+	return automatedSyncPolicy(app.Object, "spec", "syncPolicy", "automated")
+}
+
+// TemplateSyncsAutomatically reports whether the Applications of appSet's template sync
+// on their own when OutOfSync (SyncsAutomatically of spec.template).
+func TemplateSyncsAutomatically(appSet *unstructured.Unstructured) bool {
+	return automatedSyncPolicy(appSet.Object, "spec", "template", "spec", "syncPolicy", "automated")
+}
+
+// automatedSyncPolicy reports whether the syncPolicy.automated at path of obj is set, and
+// its enabled is not false.
+func automatedSyncPolicy(obj map[string]any, path ...string) bool {
+	value, found, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	automated, isMap := value.(map[string]any)
+	if !found || !isMap {
 		return false
 	}
 	enabled, isBool := automated["enabled"].(bool)

@@ -209,5 +209,9 @@ func TestSyncsAutomatically(t *testing.T) {
 		if got := SyncsAutomatically(app); got != tc.want {
 			t.Errorf("SyncsAutomatically with syncPolicy %v = %v; want %v", tc.policy, got, tc.want)
 		}
+		appSet := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": app.Object}}}
+		if got := TemplateSyncsAutomatically(appSet); got != tc.want {
+			t.Errorf("TemplateSyncsAutomatically with syncPolicy %v = %v; want %v", tc.policy, got, tc.want)
+		}
 	}
 }

@@ -272,7 +272,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	apps, recheck, foreign, err := r.clusterApps(ctx, req.NamespacedName)
+	apps, recheck, foreign, err := r.clusterApps(ctx, req.NamespacedName, argoapp.TemplateSyncsAutomatically(appSet))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -477,9 +477,10 @@ func reportEnvelopeBytes(key types.NamespacedName, appSet *unstructured.Unstruct
 }
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
-// feedback and agent report. recheck, when positive, is when an app missing from its
+// feedback and agent report; syncsAutomatically is whether the ApplicationSet's template
+// syncs its apps on their own (ClusterApp.Passing). recheck, when positive, is when an app missing from its
 // agent's report is to be looked at again (observed.Observation.RecheckAfter).
-func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName) (out []ClusterApp, recheck time.Duration, foreign bool, err error) {
+func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName, syncsAutomatically bool) (out []ClusterApp, recheck time.Duration, foreign bool, err error) {
 	apps := argoapp.NewApplicationList()
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report,
 	// and the apps as the cache holds them (their metadata; servedByAnother reads the
@@ -540,8 +541,8 @@ func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedNam
 			Stale:       observed.StalenessOf(addon),
 			Rejected:    obs.Rejection,
 			NotReported: obs.Absence,
-			Passing: !operation &&
-				argoapp.PassingState(state.SyncStatus, state.HealthStatus, state.OperationPhase, argoapp.SyncsAutomatically(app)),
+			// The cache holds the app's spec frozen: its template's sync policy stands in.
+			Passing: !operation && argoapp.PassingState(state.SyncStatus, state.HealthStatus, state.OperationPhase, syncsAutomatically),
 		})
 	}
 	return out, recheck, foreign, nil
