@@ -219,6 +219,15 @@ var (
 	ApplicationSetGVR = GroupVersion.WithResource(ResourceApplicationSets)
 )
 
+// Argo CD's sync statuses and health statuses (of an Application and of each of its
+// resources) that the pull model reads.
+const (
+	SyncSynced        = "Synced"
+	SyncOutOfSync     = "OutOfSync"
+	HealthHealthy     = "Healthy"
+	HealthProgressing = "Progressing"
+)
+
 // Argo CD's operation phases (status.operationState.phase).
 const (
 	OperationRunning     = "Running"

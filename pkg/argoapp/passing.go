@@ -6,13 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Argo CD's sync and health statuses that say whether an Application is being deployed.
-const (
-	SyncOutOfSync     = "OutOfSync"
-	HealthHealthy     = "Healthy"
-	HealthProgressing = "Progressing"
-)
-
 // PassingState reports whether an Application in this state leaves it on its own, usually
 // within seconds: an operation running, health Progressing, or OutOfSync for an app that
 // syncs automatically and whose last operation did not fail (its sync is about to

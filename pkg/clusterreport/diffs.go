@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argocdcache"
 )
 
@@ -28,9 +29,6 @@ const (
 	// thousand differing resources is more than anyone reads in a diff.
 	MaxDiffsPerApp = 1000
 )
-
-// syncOutOfSync is Argo CD's sync status of a resource that differs from git.
-const syncOutOfSync = "OutOfSync"
 
 // States are Argo CD's cached managed resources of an app, as the agent read them: the
 // states of each resource (its ResourceDiff), Unavailable saying why there are none.
@@ -134,7 +132,7 @@ func RedactedState(group, kind, state string) (string, bool) {
 func diffs(resources []statusv1alpha1.ResourceStatus, states States) ([]statusv1alpha1.ResourceDiff, int32, string) {
 	outOfSync := 0
 	for _, r := range resources {
-		if r.Status == syncOutOfSync {
+		if r.Status == argoapp.SyncOutOfSync {
 			outOfSync++
 		}
 	}
@@ -154,7 +152,7 @@ func diffs(resources []statusv1alpha1.ResourceStatus, states States) ([]statusv1
 	seen := map[string]bool{}
 	for _, r := range resources {
 		key := nodeKey(r.Group, r.Kind, r.Namespace, r.Name)
-		if r.Status != syncOutOfSync || seen[key] {
+		if r.Status != argoapp.SyncOutOfSync || seen[key] {
 			continue
 		}
 		seen[key] = true
@@ -228,7 +226,7 @@ func CarriedDiffs(e statusv1alpha1.AppStatus) map[string]statusv1alpha1.Resource
 	}
 	outOfSync := map[string]bool{}
 	for _, r := range e.Resources {
-		if r.Status == syncOutOfSync {
+		if r.Status == argoapp.SyncOutOfSync {
 			outOfSync[nodeKey(r.Group, r.Kind, r.Namespace, r.Name)] = true
 		}
 	}

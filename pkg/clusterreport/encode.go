@@ -293,7 +293,7 @@ func compareResourcesInReport(a, b argoapp.ResourceStatus) int {
 // isProblem reports whether a resource is not Synced, or has a health other than
 // Healthy. Many kinds have no health at all.
 func isProblem(r argoapp.ResourceStatus) bool {
-	return r.Status != "Synced" || (r.Health.Status != "" && r.Health.Status != "Healthy")
+	return r.Status != argoapp.SyncSynced || (r.Health.Status != "" && r.Health.Status != argoapp.HealthHealthy)
 }
 
 // compareResources orders resources by group, kind, namespace, name and version.

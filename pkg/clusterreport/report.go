@@ -282,7 +282,7 @@ func AppKey(namespace, name string) string {
 
 // SyncedAndHealthy reports whether the Application is Synced and Healthy.
 func (a App) SyncedAndHealthy() bool {
-	return a.Sync.Status == "Synced" && a.Health.Status == "Healthy"
+	return a.Sync.Status == argoapp.SyncSynced && a.Health.Status == argoapp.HealthHealthy
 }
 
 // HasErrors reports whether one of the Application's conditions is an error, or its last

@@ -558,11 +558,11 @@ func rank(problem bool) int {
 }
 
 func nodeProblem(n statusv1alpha1.ResourceNode) bool {
-	return n.Health != nil && n.Health.Status != "Healthy"
+	return n.Health != nil && n.Health.Status != argoapp.HealthHealthy
 }
 
 func resourceProblem(r statusv1alpha1.ResourceStatus) bool {
-	return r.Status != "Synced" || (r.Health != nil && r.Health.Status != "" && r.Health.Status != "Healthy")
+	return r.Status != argoapp.SyncSynced || (r.Health != nil && r.Health.Status != "" && r.Health.Status != argoapp.HealthHealthy)
 }
 
 func sortedNodes(nodes []statusv1alpha1.ResourceNode) []statusv1alpha1.ResourceNode {

@@ -325,7 +325,7 @@ func (t *trees) retain(apps []observedApp) {
 // states the agent then reads (clusterreport.Entry carries them as the app's Diffs).
 func hasOutOfSync(app observedApp) bool {
 	for _, r := range app.report.Resources {
-		if r.Status == "OutOfSync" {
+		if r.Status == argoapp.SyncOutOfSync {
 			return true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
 )
 
@@ -65,7 +66,7 @@ func classOf(e appsv1alpha1.ClusterCondition) entryClass {
 	if slices.ContainsFunc(e.Conditions, func(c appsv1alpha1.Condition) bool { return clusterreport.IsErrorCondition(c.Type) }) {
 		return classFailing
 	}
-	if e.SyncStatus == "Synced" && e.HealthStatus == "Healthy" {
+	if e.SyncStatus == argoapp.SyncSynced && e.HealthStatus == argoapp.HealthHealthy {
 		return classHealthy
 	}
 	return classOther

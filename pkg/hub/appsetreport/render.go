@@ -211,13 +211,13 @@ func resourceRef(r argoapp.ResourceStatus) appsv1alpha1.ResourceRef {
 func CountSummary(conditions []appsv1alpha1.ClusterCondition, apps []ClusterApp) appsv1alpha1.ReportSummary {
 	var synced, healthy, inProgress, stale int
 	for _, c := range conditions {
-		if c.SyncStatus == "Synced" {
+		if c.SyncStatus == argoapp.SyncSynced {
 			synced++
 		}
-		if c.HealthStatus == "Healthy" {
+		if c.HealthStatus == argoapp.HealthHealthy {
 			healthy++
 		}
-		if c.HealthStatus == "Progressing" {
+		if c.HealthStatus == argoapp.HealthProgressing {
 			inProgress++
 		}
 	}

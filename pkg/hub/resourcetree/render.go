@@ -23,9 +23,6 @@ import (
 // (json.Marshal of nil).
 const absentState = "null"
 
-// syncOutOfSync is Argo CD's sync status of a resource that differs from git.
-const syncOutOfSync = "OutOfSync"
-
 // NodeIdentity says whether the nodes of a pulled app's tree carry a UID, which decides
 // what the hub's argocd-server does with them. Its resource endpoints (the live manifest,
 // patch, delete, resource actions, links, Pod logs) act only on a tree node that has a UID,
@@ -86,7 +83,7 @@ func Render(e statusv1alpha1.AppStatus, identity NodeIdentity) (argocdcache.Tree
 	for _, r := range e.Resources {
 		diff := argocdcache.ResourceDiff{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name,
 			TargetState: absentState, LiveState: absentState, NormalizedLiveState: absentState, PredictedLiveState: absentState,
-			Modified: r.Status == syncOutOfSync}
+			Modified: r.Status == argoapp.SyncOutOfSync}
 		if diff.Modified && !seen[diff.FullName()] {
 			if d, ok := states[clusterreport.DiffKey(r.Group, r.Kind, r.Namespace, r.Name)]; ok {
 				diff.NormalizedLiveState, diff.TargetState, diff.PredictedLiveState = orAbsent(d.LiveState), orAbsent(d.TargetState), orAbsent(d.PredictedLiveState)
