@@ -24,9 +24,14 @@ INTEGRATION_PKGS := ./test/fault/... ./pkg/spoke/... ./test/image/... ./test/abu
 GO_TEST_FLAGS ?=
 # Flags of test-integration's go test only (make test sets -p=1: it runs beside the e2e suite).
 INTEGRATION_FLAGS ?=
-# Packages of INTEGRATION_PKGS that test-integration leaves out (make test runs the fault
-# suite in the other lane, after e2e, with test-fault).
+# Packages of INTEGRATION_PKGS that test-integration leaves out. make test leaves out
+# SOLO_PKGS, the suites it runs in its third lane as targets of their own (test-fault,
+# test-image), so that the lanes take about as long.
 INTEGRATION_SKIP ?=
+SOLO_PKGS := ./test/fault/... ./test/image/...
+# Packages that test-unit leaves out. make test leaves out INTEGRATION_PKGS: its other
+# targets run their tests in full, the unit tests among them.
+UNIT_SKIP ?=
 # GOGC of the suites that run control planes (test-e2e, test-fault, test-integration):
 # their kube-apiservers, etcds and controllers, and the test processes, collect garbage
 # when the heap has grown by 400% instead of 100%. The machine has memory to spare and too
@@ -68,7 +73,7 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 # Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
 test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fleet's KWOK test, the fault suite, fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=./test/fault/...' -- verify test-unit test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-parallel=1' test-bench
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=$$(SOLO_PKGS)' -- verify 'test-unit UNIT_SKIP=$$(INTEGRATION_PKGS)' test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-test.parallel=1' test-bench test-image
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
@@ -89,8 +94,8 @@ verify: tools-helm tools-golangci-lint ## Static checks: gofmt, go vet, golangci
 	hack/verify-manifests.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e; the hub cache's also with -race)
-	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e)
+test-unit: ## Unit tests: fast, no apiserver and no tool from bin/ (go test -short of every package but test/e2e and UNIT_SKIP; the hub cache's also with -race)
+	go test -short -timeout 10m $(GO_TEST_FLAGS) $$(comm -23 <(go list ./... | grep -v /test/e2e | sort) <($(if $(UNIT_SKIP),go list $(UNIT_SKIP),true) | sort))
 	go test -short -race -timeout 10m $(GO_TEST_FLAGS) ./pkg/hub/hubcache/
 
 test-e2e test-fleet test-fault test-integration: export GOGC = $(TEST_GOGC)
@@ -102,6 +107,10 @@ test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites
 .PHONY: test-fault
 test-fault: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## The fault suite alone (test/fault, also in test-integration): the real manager SIGKILLed and raced by another writer at 1,000 apps
 	go test -timeout 20m $(GO_TEST_FLAGS) ./test/fault/...
+
+.PHONY: test-image
+test-image: ## The image suite alone (test/image, also in test-integration): make image from scratch, its binaries run from it, a push with crane, and a second build to the same digest
+	go test -timeout 20m $(GO_TEST_FLAGS) ./test/image/...
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target briefly (FUZZTIME each, default 5s)

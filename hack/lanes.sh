@@ -2,7 +2,7 @@
 # Runs make targets in lanes side by side, as make test does:
 #   hack/lanes.sh <target> [<target> ...] -- <target> [<target> ...] [-- ...]
 # Each lane runs its targets one after the other, every one of them even when one before
-# failed. A target may carry make variables, quoted with it: 'test-fuzz FUZZ_FLAGS=-parallel=1'.
+# failed. A target may carry make variables, quoted with it: 'test-fuzz FUZZ_FLAGS=-test.parallel=1'.
 # Each target writes to its own log, .cache/test-logs/<target>.log (tail -f it to follow
 # the suite), which is printed whole when the target ends; meanwhile a line every two
 # minutes says which targets still run. It fails when any target failed, and names them.
