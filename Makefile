@@ -26,9 +26,9 @@ GO_TEST_FLAGS ?=
 INTEGRATION_FLAGS ?=
 # Packages of INTEGRATION_PKGS that test-integration leaves out. make test leaves out
 # SOLO_PKGS, the suites it runs in its third lane as targets of their own (test-fault,
-# test-image), so that the lanes take about as long.
+# test-chart, test-image), so that the lanes take about as long.
 INTEGRATION_SKIP ?=
-SOLO_PKGS := ./test/fault/... ./test/image/...
+SOLO_PKGS := ./test/fault/... ./test/chart/... ./test/image/...
 # Packages that test-unit leaves out. make test leaves out INTEGRATION_PKGS: its other
 # targets run their tests in full, the unit tests among them.
 UNIT_SKIP ?=
@@ -65,15 +65,15 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 
 # make test runs its suites in three lanes side by side (hack/lanes.sh): the e2e suite on
 # the fleet; the other integration suites (one package at a time); the static checks, the
-# unit tests, the fleet's own test, the fault suite, fuzz (one worker) and the bench smoke
-# test. The e2e and integration suites wait for controllers much of their time, and the
+# unit tests of the packages no other lane tests, the fleet's own test, the fault suite,
+# fuzz (one worker), the bench smoke test, the chart and the image. The e2e and integration suites wait for controllers much of their time, and the
 # third lane fills the cores they leave idle; the lanes are filled so that they take about
 # as long, and each target's CPU is printed beside its wall time. Every tool is built
 # before, once.
 # Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
 test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fleet's KWOK test, the fault suite, fuzz and the bench smoke test
-	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=$$(SOLO_PKGS)' -- verify 'test-unit UNIT_SKIP=$$(INTEGRATION_PKGS)' test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-test.parallel=1' test-bench test-image
+	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=$$(SOLO_PKGS)' -- verify 'test-unit UNIT_SKIP=$$(INTEGRATION_PKGS)' test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-test.parallel=1' test-bench test-chart test-image
 
 # test-tools are the tools and builds that the suites of make test use.
 .PHONY: test-tools
@@ -107,6 +107,10 @@ test-integration: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## Integration suites
 .PHONY: test-fault
 test-fault: $(addprefix tools-,$(INTEGRATION_TOOLS)) ## The fault suite alone (test/fault, also in test-integration): the real manager SIGKILLed and raced by another writer at 1,000 apps
 	go test -timeout 20m $(GO_TEST_FLAGS) ./test/fault/...
+
+.PHONY: test-chart
+test-chart: tools-helm tools-etcd tools-k8s ## The chart suite alone (test/chart, also in test-integration): helm lint and template, the values schema, the manager's RBAC on a real apiserver
+	go test -timeout 20m $(GO_TEST_FLAGS) ./test/chart/...
 
 .PHONY: test-image
 test-image: ## The image suite alone (test/image, also in test-integration): make image from scratch, its binaries run from it, a push with crane, and a second build to the same digest
