@@ -14,9 +14,11 @@ import (
 
 // WriteLog counts the writes that controllers make through a client that Wrap returns:
 // the creates, updates, patches, applies and deletes of whole objects (not of a
-// subresource, such as status), by "<verb> <Kind> <namespace>/<name>", each once it
-// returns, and, apart, those that succeeded. The zero value is ready; it is safe for
-// concurrent use.
+// subresource, such as status), by "<verb> <Kind> <namespace>/<name>", each as it is
+// sent, and, apart, those that succeeded, as they return. A write is counted before its
+// request goes: a watch may show it before its response reaches the writer, and a test
+// that saw it must find it counted. The zero value is ready; it is safe for concurrent
+// use.
 type WriteLog struct {
 	mu        sync.Mutex
 	attempts  map[string]int
@@ -32,25 +34,36 @@ func (w *WriteLog) Wrap(c client.WithWatch) client.WithWatch {
 		}
 		return gvk.Kind
 	}
-	record := func(verb string, obj client.Object, err error) error {
-		w.record(verb+" "+kindOf(obj)+" "+obj.GetNamespace()+"/"+obj.GetName(), err)
+	// count counts the write do of obj. A create of a generated name is counted when it
+	// returns: its name is known only then.
+	count := func(verb string, obj client.Object, do func() error) error {
+		key := func() string { return verb + " " + kindOf(obj) + " " + obj.GetNamespace() + "/" + obj.GetName() }
+		if obj.GetName() == "" {
+			err := do()
+			w.sent(key())
+			w.returned(key(), err)
+			return err
+		}
+		sent := key()
+		w.sent(sent)
+		err := do()
+		w.returned(sent, err)
 		return err
 	}
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return record("create", obj, c.Create(ctx, obj, opts...))
+			return count("create", obj, func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return record("update", obj, c.Update(ctx, obj, opts...))
+			return count("update", obj, func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return record("patch", obj, c.Patch(ctx, obj, patch, opts...))
+			return count("patch", obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			return record("delete", obj, c.Delete(ctx, obj, opts...))
+			return count("delete", obj, func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			err := c.Apply(ctx, obj, opts...)
 			key := "apply"
 			if u, ok := obj.(interface {
 				GetKind() string
@@ -59,22 +72,32 @@ func (w *WriteLog) Wrap(c client.WithWatch) client.WithWatch {
 			}); ok {
 				key += " " + u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
 			}
-			w.record(key, err)
+			w.sent(key)
+			err := c.Apply(ctx, obj, opts...)
+			w.returned(key, err)
 			return err
 		},
 	})
 }
 
-func (w *WriteLog) record(key string, err error) {
+// sent counts a write of key as it is sent.
+func (w *WriteLog) sent(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.attempts == nil {
 		w.attempts, w.succeeded = map[string]int{}, map[string]int{}
 	}
 	w.attempts[key]++
-	if err == nil {
-		w.succeeded[key]++
+}
+
+// returned counts the write of key that sent counted as a success, when err is nil.
+func (w *WriteLog) returned(key string, err error) {
+	if err != nil {
+		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.succeeded[key]++
 }
 
 // Count returns how many writes of verb ("create", "update", "patch", "delete",

@@ -145,9 +145,8 @@ func TestRolloutWrittenOnceSettled(t *testing.T) {
 
 	t.Run("a state that one channel brings before the other is one write, once both agree", func(t *testing.T) {
 		f := f.sub(t)
-		// The write of the subtest before is counted when its response reaches the
-		// mirror, which on a loaded machine can be after the watch showed it: count
-		// from a quiet moment.
+		// Count from a quiet moment: the subtest before ends as soon as the hub app
+		// shows its last state, which a write of the other channel may follow.
 		time.Sleep(2 * window)
 		before := f.mirrorWrites()
 		f.feedStep("healthy-4", rollout[4].spokeStep) // the work agent first
