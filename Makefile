@@ -66,13 +66,13 @@ demo: fleet-tools tools-helm tools-clusteradm build ## Start a hub and 2 managed
 # make test runs its suites in three lanes side by side (hack/lanes.sh): the e2e suite on
 # the fleet; the other integration suites (one package at a time); the static checks, the
 # unit tests of the packages no other lane tests, the fleet's own test, the fault suite,
-# fuzz (one worker), the bench smoke test, the chart and the image. The e2e and integration suites wait for controllers much of their time, and the
-# third lane fills the cores they leave idle; the lanes are filled so that they take about
-# as long, and each target's CPU is printed beside its wall time. Every tool is built
-# before, once.
+# fuzz (one worker), the bench smoke test, the chart and the image. The e2e and
+# integration suites wait for controllers much of their time, and the third lane fills the
+# cores they leave idle; the lanes are filled so that they take about as long, and each
+# target's CPU is printed beside its wall time. Every tool is built before, once.
 # Each suite writes to .cache/test-logs/<target>.log, printed whole when it ends.
 .PHONY: test
-test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, chart, abuse); static checks and the linter, unit, the fleet's KWOK test, the fault suite, fuzz and the bench smoke test
+test: test-tools ## Run every check and test suite in three lanes side by side: e2e on the fleet; the integration suites (envtest, abuse); static checks and the linter, unit, the fleet's KWOK test, the fault suite, fuzz, the bench smoke test, the chart and the image
 	@MAKE="$(MAKE)" hack/lanes.sh test-e2e -- 'test-integration INTEGRATION_FLAGS=-p=1 INTEGRATION_SKIP=$$(SOLO_PKGS)' -- verify 'test-unit UNIT_SKIP=$$(INTEGRATION_PKGS)' test-fleet test-fault 'test-fuzz FUZZ_FLAGS=-test.parallel=1' test-bench test-chart test-image
 
 # test-tools are the tools and builds that the suites of make test use.

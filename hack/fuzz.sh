@@ -29,13 +29,12 @@ trap 'rm -rf "$bins" "$out"' EXIT
 # under its build cache; the binaries are given the same directory.
 fuzzcache=$(go env GOCACHE)/fuzz
 
-# fuzz runs target $3 of the binary $2 of package directory $1, its output also in $out.
-# The minimization of a new input is capped, so that it cannot stall a short run.
+# fuzz runs target $2 of the package in directory $dir from its binary $bin, its output
+# also in $out. The minimization of a new input is capped, so that it cannot stall a short
+# run.
 fuzz() {
-  local importpath
-  importpath=$(go list "./$1")
   # shellcheck disable=SC2086 # FUZZ_FLAGS is a list of flags
-  (cd "$1" && "$2" -test.paniconexit0 -test.run '^$' -test.fuzz "^$3\$" -test.fuzztime "$fuzztime" \
+  (cd "$dir" && "$bin" -test.paniconexit0 -test.run '^$' -test.fuzz "^$1\$" -test.fuzztime "$fuzztime" \
     -test.fuzzminimizetime 10s -test.fuzzcachedir "$fuzzcache/$importpath" ${FUZZ_FLAGS:-}) 2>&1 | tee "$out"
   return "${PIPESTATUS[0]}"
 }
@@ -44,12 +43,13 @@ count=0
 failed=()
 for dir in "${dirs[@]}"; do
   bin=$bins/$(echo "$dir" | tr / _).test
+  importpath=$(go list "./$dir")
   go test -c -fuzz . -o "$bin" "./$dir"
   mapfile -t names < <("$bin" -test.list '^Fuzz' | grep '^Fuzz')
   for name in "${names[@]}"; do
     count=$((count + 1))
     echo "=== $name (./$dir) for $fuzztime"
-    if fuzz "$dir" "$bin" "$name"; then
+    if fuzz "$name"; then
       continue
     fi
     # A short run sometimes ends with "context deadline exceeded" and no failing input,
@@ -62,7 +62,7 @@ for dir in "${dirs[@]}"; do
         break
       fi
       echo "=== $name (./$dir): the run ended on its deadline without a failing input; again ($again of 2)"
-      if fuzz "$dir" "$bin" "$name"; then
+      if fuzz "$name"; then
         passed=true
         break
       fi
