@@ -51,8 +51,8 @@ func TestWriteLogCountsAWriteAsItIsSent(t *testing.T) {
 	if err := c.Patch(ctx, refused, client.RawPatch("application/merge-patch+json", []byte(`{}`))); !errors.Is(err, refuse) {
 		t.Fatalf("the refused patch returned %v", err)
 	}
-	if got, ok := log.Count("patch", "ConfigMap", "ns", "refused"), log.Succeeded("patch "); got != 1 || ok != 1 {
-		t.Errorf("the refused patch: counted %d, succeeded patches %d; want 1 and 1", got, ok)
+	if got, succeeded := log.Count("patch", "ConfigMap", "ns", "refused"), log.Succeeded("patch "); got != 1 || succeeded != 1 {
+		t.Errorf("the refused patch: counted %d, succeeded patches %d; want 1 and 1", got, succeeded)
 	}
 
 	generated := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", GenerateName: "web-"}}
