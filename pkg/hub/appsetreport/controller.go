@@ -478,8 +478,9 @@ func reportEnvelopeBytes(key types.NamespacedName, appSet *unstructured.Unstruct
 
 // clusterApps gathers the pulled Applications of the ApplicationSet, each with its work,
 // feedback and agent report; syncsAutomatically is whether the ApplicationSet's template
-// syncs its apps on their own (ClusterApp.Passing). recheck, when positive, is when an app missing from its
-// agent's report is to be looked at again (observed.Observation.RecheckAfter).
+// syncs its apps on their own (ClusterApp.Passing). recheck, when positive, is when an
+// app missing from its agent's report is to be looked at again
+// (observed.Observation.RecheckAfter).
 func (r *reconciler) clusterApps(ctx context.Context, appSet types.NamespacedName, syncsAutomatically bool) (out []ClusterApp, recheck time.Duration, foreign bool, err error) {
 	apps := argoapp.NewApplicationList()
 	// Read-only: the cache's objects, not copies of a thousand apps and works per report,

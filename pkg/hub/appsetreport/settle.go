@@ -46,8 +46,8 @@ func newsOf(apps []ClusterApp) [sha256.Size]byte {
 // settleWait returns how much longer the write of the report key may wait: while the
 // report exists, one of its apps is passing (ClusterApp.Passing) and its news are those
 // this controller last wrote, for at most SettleWait from the first change it held. Once
-// no app passes, the report is written at once. Zero or less: write now,
-// as for a report this process has not written yet.
+// no app passes, the report is written at once. Zero or less: write now, as for a report
+// this process has not written yet.
 func (r *reconciler) settleWait(key types.NamespacedName, exists bool, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
