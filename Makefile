@@ -43,7 +43,8 @@ TEST_GOGC ?= 400
 FUZZTIME ?= 5s
 FUZZ_LONG ?= 3m
 # The scale of make bench: full (1,000 clusters, 10,000 apps; writes docs/benchmarks.md),
-# medium (250 clusters) or small (50 clusters, the smoke test of make test).
+# medium (250 clusters), small (50 clusters, the smoke test of make test) or fleet (the
+# local fleet's rollout of 20 apps on 2 clusters: the stand-ins beside the real writers).
 SCALE ?= full
 # The image (make image): built from scratch by hack/image, no Docker. Its tag defaults to
 # the chart's appVersion, the chart's default tag; SOURCE_DATE_EPOCH (the commit time) dates

@@ -77,13 +77,16 @@ type Scale struct {
 }
 
 var scales = map[string]Scale{
+	// fleet is the shape of the fleet's rollout that fleetCase measured: 10 apps on each of
+	// 2 clusters, each of 2 resources.
+	"fleet":  {Name: "fleet", ResourcesPerApp: 2, Clusters: 2, ApplicationSets: 10, Changes: 10, SteadyWindow: 15 * time.Second, AgentApps: 20, AgentResources: 2, AgentChanges: 5},
 	"small":  {Name: "small", ResourcesPerApp: 20, Clusters: 50, ApplicationSets: 4, Changes: 30, SteadyWindow: 15 * time.Second, AgentApps: 50, AgentResources: 20, AgentChanges: 10},
 	"medium": {Name: "medium", ResourcesPerApp: 20, Clusters: 250, ApplicationSets: 8, Changes: 60, SteadyWindow: 30 * time.Second, AgentApps: 200, AgentResources: 20, AgentChanges: 20},
 	"full":   {Name: "full", ResourcesPerApp: 20, Clusters: 1000, ApplicationSets: 10, Changes: 200, SteadyWindow: time.Minute, AgentApps: 500, AgentResources: 20, AgentChanges: 30},
 }
 
 func main() {
-	scaleName := flag.String("scale", "full", "size of the run: small (about a minute, the smoke test of make test), medium (250 clusters, 2,000 apps) or full (1,000 clusters, 10,000 apps)")
+	scaleName := flag.String("scale", "full", "size of the run: fleet (the local fleet's rollout of 20 apps on 2 clusters, to set the stand-ins beside the real writers), small (about a minute, the smoke test of make test), medium (250 clusters, 2,000 apps) or full (1,000 clusters, 10,000 apps)")
 	out := flag.String("out", "", "write the results as Markdown to this file (make bench: docs/benchmarks.md)")
 	check := flag.Bool("check", false, "exit non-zero when a result is wrong (a work lost or wrong, a change never seen); timing never fails")
 	dir := flag.String("dir", "", "working folder for kubeconfigs, binaries and process logs (default .cache/bench/<scale>)")
@@ -99,7 +102,7 @@ func main() {
 
 	scale, ok := scales[*scaleName]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "bench: unknown -scale %q: small or full\n", *scaleName)
+		fmt.Fprintf(os.Stderr, "bench: unknown -scale %q: fleet, small, medium or full\n", *scaleName)
 		os.Exit(2)
 	}
 	if *agentApps > 0 {

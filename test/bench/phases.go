@@ -38,6 +38,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	reader := standIns.Reader()
 	// Where the time of propagation goes while the apps arrive: the first profileSeconds.
 	profiles := profileCPU(ctx, hub, manager, "p1")
+	workAgentBefore, agentsBefore := standIns.WorkAgent.Counts(), standIns.Agents.Counts()
 	began, err := measureWorks(ctx, r, hub, reader, appSets, clusters, sim.WorkCheck.OK, step)
 	if err != nil {
 		return err
@@ -59,6 +60,18 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	r.PropagationWrites = after.WritesSince(began.requests)
+	// Who wrote them: the stand-ins each through its own counter, the bench's own creates
+	// of the Applications (what the ApplicationSet controller writes first), and the
+	// manager, the rest.
+	own := hub.Own.Counts().WritesSince(began.own)
+	workAgent := standIns.WorkAgent.Counts().WritesSince(workAgentBefore)
+	agents := standIns.Agents.Counts().WritesSince(agentsBefore)
+	r.WritesByWriter = map[string]sim.Requests{
+		writerManager:   r.PropagationWrites.Minus(own),
+		writerWorkAgent: workAgent,
+		writerAgents:    agents,
+		writerBench:     own.Minus(workAgent).Minus(agents),
+	}
 	if r.HubSlices, r.HubSliceApps, err = countSlices(ctx, hub, r.Scale.ResourcesPerApp); err != nil {
 		return err
 	}
@@ -77,7 +90,9 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 type baseline struct {
 	at       time.Time
 	requests sim.Requests
-	cpu      sim.CPU
+	// own are the bench's own requests (hub.Own).
+	own sim.Requests
+	cpu sim.CPU
 }
 
 // measureWorks creates every Application of appSets for clusters, as fast as the hub
@@ -106,7 +121,7 @@ func measureWorks(ctx context.Context, r *Results, hub *sim.Hub, reader client.R
 	}
 	step("P1: creating %d Applications", len(appSets)*len(clusters))
 	start := time.Now()
-	began = baseline{at: start, requests: before, cpu: cpuBefore}
+	began = baseline{at: start, requests: before, own: ownBefore, cpu: cpuBefore}
 	keys, err := hub.CreateApplicationsTimed(ctx, appSets, clusters, parallelWrites, latencies.Created)
 	if err != nil {
 		return began, err
@@ -168,7 +183,7 @@ func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 	if err != nil {
 		return err
 	}
-	standInsBefore := standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
+	standInsBefore := writesOf(standIns.WorkAgent) + writesOf(standIns.Agents)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -179,9 +194,14 @@ func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	r.SteadyWrites = after.WritesSince(before)
-	r.SteadyStandInWrites = standIns.WorkStatusWrites.Load() + standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - standInsBefore
+	r.SteadyStandInWrites = writesOf(standIns.WorkAgent) + writesOf(standIns.Agents) - standInsBefore
 	step("P4: steady state writes: %v", r.SteadyWrites)
 	return nil
+}
+
+// writesOf is how many write requests counter has counted.
+func writesOf(counter *sim.RequestCounter) int64 {
+	return int64(counter.Counts().WritesSince(nil).Total())
 }
 
 // measureFreshness is P2 and the first half of P4: one change at a time in the report of
@@ -205,7 +225,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err != nil {
 		return err
 	}
-	reportsBefore := standIns.ReportWrites.Load() + standIns.SliceWrites.Load()
+	reportsBefore := writesOf(standIns.Agents)
 	step("P2: %d report changes, one at a time", r.Scale.Changes)
 	// Where the time of a change goes, in the manager and in the apiserver (go tool pprof
 	// <file>).
@@ -240,7 +260,7 @@ func measureFreshness(ctx context.Context, r *Results, hub *sim.Hub, manager *si
 	if err := measureBetween(r, metricsBefore, metricsAfter); err != nil {
 		return err
 	}
-	r.ChangeAgentWrites = standIns.ReportWrites.Load() + standIns.SliceWrites.Load() - reportsBefore
+	r.ChangeAgentWrites = writesOf(standIns.Agents) - reportsBefore
 	for err := range profiles {
 		step("P2: a CPU profile was not taken: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +63,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	standIns, err := hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers, ResourcesPerApp: scale.ResourcesPerApp})
+	standIns, err := hub.StartStandIns(ctx, sim.StandInOptions{Workers: standInWorkers, ResourcesPerApp: scale.ResourcesPerApp, Rollout: sim.FleetRollout})
 	if err != nil {
 		return r, err
 	}
@@ -159,11 +160,13 @@ func createClusters(ctx context.Context, hub *sim.Hub, scale Scale) ([]string, [
 }
 
 // waitForAgentDeploys waits until the manager's addon framework has deployed the agent
-// to every one of the clusters (its deploy work in each cluster's namespace), as it would
-// long before the first Application, as reader (a cache) sees it.
+// to every one of the clusters (its deploy work in each cluster's namespace, Available),
+// as it would long before the first Application, as reader (a cache) sees it.
 func waitForAgentDeploys(ctx context.Context, reader client.Reader, clusters int) error {
 	err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
-		n, err := sim.CountWorks(ctx, reader, func(w *workv1.ManifestWork) bool { return !sim.IsPulledWork(w) })
+		n, err := sim.CountWorks(ctx, reader, func(w *workv1.ManifestWork) bool {
+			return !sim.IsPulledWork(w) && meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkAvailable)
+		})
 		return n >= clusters, err
 	})
 	if err != nil {

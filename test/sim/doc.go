@@ -6,14 +6,22 @@
 // A simulated cluster is what the hub sees of a cluster: its namespace, ManagedCluster,
 // ManagedClusterAddOn (Available, as the klusterlet's lease check would set it) and a
 // PlacementDecision that selects it. Two stand-ins play the managed clusters' side:
-//   - WorkAgent plays OCM's work agent: it marks every ManifestWork applied at its
-//     generation and writes the status feedback of its Argo CD Application, as the
-//     real work agent does once Argo CD has synced it.
-//   - Agents plays the addon's agent on every cluster: it publishes the report of each
-//     cluster's Applications to the ManagedClusterAddOn status, and every app with its
-//     resources (StandInOptions.ResourcesPerApp) and resource tree to the cluster's
+//   - The work agent plays OCM's work agent: it writes each ManifestWork's finalizer and
+//     its status step by step (StandInOptions.Rollout): applied and available at its
+//     generation, then the status feedback of its Argo CD Application in each state
+//     Argo CD takes it through. FleetRollout is what the local fleet's real work agent
+//     wrote while Argo CD rolled a guestbook app out, AtOnce a single write of the
+//     synced and healthy state.
+//   - The agents play the addon's agent on every cluster: each publishes the report of
+//     its cluster's Applications, in the state their works' feedback shows, to the
+//     ManagedClusterAddOn status, and every app with its resources
+//     (StandInOptions.ResourcesPerApp) and resource tree to the cluster's
 //     ApplicationStatusSlices, with the project's own encoder (pkg/clusterreport) and
-//     field manager, server-side, as pkg/spoke does.
+//     field manager, server-side, holding a rollout's passing states back, as pkg/spoke
+//     does.
+//
+// Each writes through its own request counter (StandIns.WorkAgent, StandIns.Agents), so
+// that the bench tells their writes from the manager's.
 //
 // No kube-controller-manager runs: the ResourceQuota that the manager keeps in each
 // cluster namespace on the agents' status slices gets no status, so the apiserver counts

@@ -113,6 +113,14 @@ func (h *Hub) Stop() error {
 	return err
 }
 
+// countedClient is an uncached client of the hub, as Client, whose requests counter
+// counts too.
+func (h *Hub) countedClient(counter *RequestCounter) (client.Client, error) {
+	cfg := rest.CopyConfig(h.Config)
+	cfg.Wrap(counter.Wrap)
+	return client.New(cfg, client.Options{Scheme: h.Env.Scheme})
+}
+
 // Kubeconfig writes a kubeconfig for user in groups and returns its path.
 func (h *Hub) Kubeconfig(user string, groups ...string) (string, error) {
 	data, err := h.Env.Kubeconfig(user, groups...)

@@ -1,16 +1,16 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,6 +33,7 @@ import (
 	statusv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/argocdpull/v1alpha1"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/clusterreport"
+	"github.com/ocm-gitops/argocd-pull-addon/pkg/hub/observed"
 	"github.com/ocm-gitops/argocd-pull-addon/pkg/spoke"
 )
 
@@ -87,6 +88,9 @@ type StandInOptions struct {
 	// ResourcesPerApp is how many managed resources each agent reports of each app
 	// (AppResources); 0 means DefaultResourcesPerApp.
 	ResourcesPerApp int
+	// Rollout is what the work agent writes of each work, step by step (FleetRollout);
+	// nil means AtOnce.
+	Rollout []WorkStep
 }
 
 // StandIns are the work agent and the addon agents of every simulated cluster, as
@@ -106,13 +110,23 @@ type StandIns struct {
 	slices map[string][]clusterreport.Slice
 	// resources are what each agent reports of every app.
 	resources []argoapp.ResourceStatus
+	// rollout is what the work agent writes of each work; progress is where it is in
+	// each work's, and stepAt when it last wrote a new state of each work's Application
+	// (the agents' observedAt of it), by the work's UID.
+	rollout  []WorkStep
+	progress map[types.UID]workProgress
+	stepAt   map[types.UID]time.Time
+	// holding is since when each cluster's agent holds its slices back for the passing
+	// states of its apps, and reported when it last applied its report.
+	holding  argoapp.SettleHolds[string]
+	reported map[string]time.Time
 
-	// Writes counts the stand-ins' own writes to the hub, to tell them from the
-	// manager's in the apiserver's request counts: the work agent's, and the agents'
-	// reports and status slices.
-	WorkStatusWrites atomic.Int64
-	ReportWrites     atomic.Int64
-	SliceWrites      atomic.Int64
+	// workAgent and agents write to the hub, each through its own counter.
+	workAgent, agents client.Client
+	// WorkAgent and Agents count the requests of the work agent and of the agents (their
+	// reports and status slices), to tell their writes from the manager's in the
+	// apiserver's counts.
+	WorkAgent, Agents *RequestCounter
 }
 
 // StartStandIns starts the stand-ins; they stop with ctx.
@@ -134,6 +148,17 @@ func (h *Hub) StartStandIns(ctx context.Context, opts StandInOptions) (*StandIns
 		hub: h, mgr: mgr, publish: make(chan event.TypedGenericEvent[string], 1024),
 		injected: map[string]map[string][]argoapp.Condition{}, published: map[string][]metav1.Condition{},
 		slices: map[string][]clusterreport.Slice{}, resources: AppResources(opts.ResourcesPerApp),
+		rollout: opts.Rollout, progress: map[types.UID]workProgress{}, stepAt: map[types.UID]time.Time{},
+		reported: map[string]time.Time{}, WorkAgent: &RequestCounter{}, Agents: &RequestCounter{},
+	}
+	if s.rollout == nil {
+		s.rollout = AtOnce
+	}
+	if s.workAgent, err = h.countedClient(s.WorkAgent); err != nil {
+		return nil, err
+	}
+	if s.agents, err = h.countedClient(s.Agents); err != nil {
+		return nil, err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sim-work-agent").
 		For(&workv1.ManifestWork{}).
@@ -183,60 +208,6 @@ func (h *Hub) StartStandIns(ctx context.Context, opts StandInOptions) (*StandIns
 	return s, nil
 }
 
-// reconcileWork plays the work agent: it marks the work applied and available at its
-// generation, and reports the status feedback of its Argo CD Application as synced and
-// healthy.
-func (s *StandIns) reconcileWork(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	work := &workv1.ManifestWork{}
-	if err := s.mgr.GetClient().Get(ctx, req.NamespacedName, work); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	applied := meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied)
-	if work.DeletionTimestamp != nil || applied != nil && applied.ObservedGeneration == work.Generation {
-		return reconcile.Result{}, nil
-	}
-	var manifests []workv1.ManifestCondition
-	for i, m := range work.Spec.Workload.Manifests {
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(m.Raw); err != nil {
-			return reconcile.Result{}, fmt.Errorf("decode manifest %d of work %s: %w", i, req, err)
-		}
-		gvk := obj.GroupVersionKind()
-		mc := workv1.ManifestCondition{
-			ResourceMeta: workv1.ManifestResourceMeta{
-				Ordinal: int32(i), Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
-				Resource: strings.ToLower(gvk.Kind) + "s", Name: obj.GetName(), Namespace: obj.GetNamespace(),
-			},
-			Conditions: []metav1.Condition{
-				{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()},
-				{Type: workv1.ManifestAvailable, Status: metav1.ConditionTrue, Reason: "ResourceAvailable", Message: "Resource is available", LastTransitionTime: metav1.Now()},
-			},
-		}
-		if gvk.GroupKind() == argoapp.ApplicationGVK.GroupKind() {
-			mc.StatusFeedbacks.Values = []workv1.FeedbackValue{
-				feedback(argoapp.FeedbackHealthStatus, "Healthy"),
-				feedback(argoapp.FeedbackSyncStatus, "Synced"),
-				feedback(argoapp.FeedbackSyncRevision, SyncRevision),
-				feedback(argoapp.FeedbackOperationStatePhase, argoapp.OperationSucceeded),
-				feedback(argoapp.FeedbackOperationStateStartedAt, work.CreationTimestamp.UTC().Format(time.RFC3339)),
-			}
-		}
-		manifests = append(manifests, mc)
-	}
-	work.Status.ResourceStatus.Manifests = manifests
-	for _, t := range []string{workv1.WorkApplied, workv1.WorkAvailable} {
-		meta.SetStatusCondition(&work.Status.Conditions, metav1.Condition{
-			Type: t, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete",
-			Message: "Apply manifest work complete", ObservedGeneration: work.Generation,
-		})
-	}
-	if err := s.mgr.GetClient().Status().Update(ctx, work); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	s.WorkStatusWrites.Add(1)
-	return reconcile.Result{}, nil
-}
-
 func feedback(name, value string) workv1.FeedbackValue {
 	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(value)}}
 }
@@ -254,10 +225,13 @@ func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Conditi
 }
 
 // reconcileAgent plays the addon agent of one cluster: it reports the cluster's pulled
-// Applications, as the work agent applied them, synced and healthy, with their
-// resources, their resource tree and any injected conditions, as pkg/spoke does on a
-// hub that serves the status slices: the slices, each applied when it changed, then the
-// report on the ManagedClusterAddOn (its summary of the apps), applied when it changed.
+// Applications, as the work agent applied them, in the state their work's status
+// feedback shows, with their resources, their resource tree and any injected conditions,
+// as pkg/spoke does on a hub that serves the status slices: the slices, each applied when
+// it changed, then the report on the ManagedClusterAddOn (its summary of the apps),
+// applied when it changed. Like pkg/spoke, it holds the slices back while only the
+// passing states of a rollout change them, and writes a change of the summary alone at
+// most once per summaryInterval.
 func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcile.Result, error) {
 	works := &workv1.ManifestWorkList{}
 	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
@@ -266,14 +240,19 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	// A copy: Inject writes into the cluster's map meanwhile.
 	s.mu.Lock()
 	injected := maps.Clone(s.injected[cluster])
-	s.mu.Unlock()
 	var report clusterreport.Report
 	for i := range works.Items {
-		app, ok := reportedApp(&works.Items[i], injected, s.resources)
-		if ok {
+		work := &works.Items[i]
+		observedAt, ok := s.stepAt[work.UID]
+		if !ok {
+			observedAt = work.CreationTimestamp.Time
+		}
+		if app, ok := reportedApp(work, injected, s.resources, observedAt); ok {
 			report.Apps = append(report.Apps, app)
 		}
 	}
+	s.mu.Unlock()
+	report.Diagnostics = appDiagnostics(report.Apps)
 	if len(report.Apps) == 0 && s.lastPublished(cluster) == nil {
 		return reconcile.Result{}, nil
 	}
@@ -283,22 +262,67 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	if err := s.mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: cluster, Name: AddonName}, addon); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := s.publishSlices(ctx, addon, report.Apps); err != nil {
+	held, err := s.publishSlices(ctx, addon, report.Apps)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	report.AppsInSlices = true
-	return reconcile.Result{}, s.publishReport(ctx, cluster, report)
+	summaryHeld, err := s.publishReport(ctx, cluster, report)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	wait := min(held, summaryHeld)
+	if wait <= 0 {
+		wait = max(held, summaryHeld)
+	}
+	return reconcile.Result{RequeueAfter: max(wait, 0)}, nil
 }
 
-// publishReport applies the report of cluster when it differs from the last applied.
-func (s *StandIns) publishReport(ctx context.Context, cluster string, report clusterreport.Report) error {
+// appDiagnostics are the agent's diagnostics that count its apps, as pkg/spoke's do (the
+// application-controller's liveness and RBAC): they change, and are written at once, as
+// apps arrive and as Argo CD first reconciles each.
+func appDiagnostics(apps []clusterreport.App) []clusterreport.Diagnostic {
+	reconciled := 0
+	for _, app := range apps {
+		if app.Sync.Status != "" {
+			reconciled++
+		}
+	}
+	alive := clusterreport.Diagnostic{Type: clusterreport.ConditionApplicationController, Status: string(metav1.ConditionUnknown),
+		Reason: clusterreport.ReasonNoApplications, Message: "No Application has been reconciled yet."}
+	if reconciled > 0 {
+		alive.Status, alive.Reason = string(metav1.ConditionTrue), clusterreport.ReasonReconciling
+		alive.Message = fmt.Sprintf("%d of %d Applications were reconciled.", reconciled, len(apps))
+	}
+	return []clusterreport.Diagnostic{alive, {
+		Type: clusterreport.ConditionApplicationControllerRBAC, Status: string(metav1.ConditionTrue),
+		Reason: clusterreport.ReasonNoForbidden, Message: fmt.Sprintf("No RBAC error in the %d Applications.", len(apps)),
+	}}
+}
+
+// summaryInterval is how often the agent writes a change of its summary alone: pkg/spoke's.
+const summaryInterval = 5 * time.Second
+
+// publishReport applies the report of cluster when it differs from the last applied; a
+// change of the summary alone waits until summaryInterval after the last write. It
+// returns how much longer the report waits, zero when it is written or the same.
+func (s *StandIns) publishReport(ctx context.Context, cluster string, report clusterreport.Report) (time.Duration, error) {
 	addon := &addonv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: AddonName, Namespace: cluster}}
 	encoding, err := clusterreport.Encode(report)
 	if err != nil {
-		return fmt.Errorf("encode the report of %s: %w", cluster, err)
+		return 0, fmt.Errorf("encode the report of %s: %w", cluster, err)
 	}
-	if slices.EqualFunc(encoding.Conditions, s.lastPublished(cluster), sameCondition) {
-		return nil
+	last := s.lastPublished(cluster)
+	if slices.EqualFunc(encoding.Conditions, last, sameCondition) {
+		return 0, nil
+	}
+	if last != nil && slices.EqualFunc(withoutSummary(encoding.Conditions), withoutSummary(last), sameCondition) {
+		s.mu.Lock()
+		wait := summaryInterval - time.Since(s.reported[cluster])
+		s.mu.Unlock()
+		if wait > 0 {
+			return wait, nil
+		}
 	}
 	now := metav1.Now()
 	conditions := slices.Clone(encoding.Conditions)
@@ -307,32 +331,43 @@ func (s *StandIns) publishReport(ctx context.Context, cluster string, report clu
 	}
 	body, err := spoke.ReportApplyPatch(AddonName, cluster, conditions)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := s.mgr.GetClient().Status().Patch(ctx, addon, client.RawPatch(types.ApplyPatchType, body),
+	if err := s.agents.Status().Patch(ctx, addon, client.RawPatch(types.ApplyPatchType, body),
 		client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
-		return fmt.Errorf("apply the report of %s: %w", cluster, err)
+		return 0, fmt.Errorf("apply the report of %s: %w", cluster, err)
 	}
-	s.ReportWrites.Add(1)
 	s.mu.Lock()
 	s.published[cluster] = encoding.Conditions
+	s.reported[cluster] = now.Time
 	s.mu.Unlock()
-	return nil
+	return 0, nil
+}
+
+func withoutSummary(conditions []metav1.Condition) []metav1.Condition {
+	return slices.DeleteFunc(slices.Clone(conditions), func(c metav1.Condition) bool { return c.Type == clusterreport.ConditionSummary })
 }
 
 // publishSlices plays the agent's status channel (docs/design.md, section 4): every app of the
 // cluster, complete, with its tree, in ApplicationStatusSlices that the addon owns,
 // planned with pkg/clusterreport as pkg/spoke plans them; a slice is applied,
-// server-side, only when it changed, and deleted when it holds no app any more.
-func (s *StandIns) publishSlices(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn, apps []clusterreport.App) error {
+// server-side, only when it changed, and deleted when it holds no app any more. While
+// holdBack holds the changes back, it writes nothing, and returns how much longer.
+func (s *StandIns) publishSlices(ctx context.Context, addon *addonv1beta1.ManagedClusterAddOn, apps []clusterreport.App) (time.Duration, error) {
 	cluster := addon.Namespace
 	entries := make([]statusv1alpha1.AppStatus, 0, len(apps))
+	passing := map[string]bool{}
 	for _, app := range apps {
-		entries = append(entries, clusterreport.FitEntry(clusterreport.Entry(app, AppTree(app.Name, app.Resources))))
+		e := clusterreport.FitEntry(clusterreport.Entry(app, AppTree(app.Name, app.Resources)))
+		entries = append(entries, e)
+		passing[clusterreport.EntryKey(e)] = argoapp.PassingState(app.Sync.Status, app.Health.Status, app.Operation.Phase, true)
 	}
 	s.mu.Lock()
 	onHub := s.slices[cluster]
 	s.mu.Unlock()
+	if wait := s.holdBack(cluster, onHub, entries, passing); wait > 0 {
+		return wait, nil
+	}
 	plan := clusterreport.PlanSlices(AddonName, onHub, entries)
 	previous := make(map[string]clusterreport.Slice, len(onHub))
 	for _, p := range onHub {
@@ -347,26 +382,54 @@ func (s *StandIns) publishSlices(ctx context.Context, addon *addonv1beta1.Manage
 		delete(previous, p.Name)
 		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 		if err != nil {
-			return fmt.Errorf("encode ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
+			return 0, fmt.Errorf("encode ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
 		}
 		unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
-		if err := s.mgr.GetClient().Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: content}),
+		if err := s.agents.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: content}),
 			client.ForceOwnership, client.FieldOwner(spoke.FieldManager)); err != nil {
-			return fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
+			return 0, fmt.Errorf("apply ApplicationStatusSlice %s/%s: %w", cluster, p.Name, err)
 		}
-		s.SliceWrites.Add(1)
 	}
 	for name := range previous {
 		gone := &statusv1alpha1.ApplicationStatusSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster}}
-		if err := s.mgr.GetClient().Delete(ctx, gone); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete ApplicationStatusSlice %s/%s: %w", cluster, name, err)
+		if err := s.agents.Delete(ctx, gone); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("delete ApplicationStatusSlice %s/%s: %w", cluster, name, err)
 		}
-		s.SliceWrites.Add(1)
 	}
 	s.mu.Lock()
 	s.slices[cluster] = plan
 	s.mu.Unlock()
-	return nil
+	return 0, nil
+}
+
+// holdBack returns how much longer the agent of cluster keeps the hub's slices (onHub)
+// for entries, zero to write now, as pkg/spoke's publisher holds them back: while every
+// app whose entry changed is one the hub holds, in a passing state, with the same
+// conditions, for at most the settle wait from the first change held. A new app, an app
+// gone or any other change goes at once.
+func (s *StandIns) holdBack(cluster string, onHub []clusterreport.Slice, entries []statusv1alpha1.AppStatus, passing map[string]bool) time.Duration {
+	held := map[string]statusv1alpha1.AppStatus{}
+	for _, sl := range onHub {
+		for _, e := range sl.Apps {
+			held[clusterreport.EntryKey(e)] = e
+		}
+	}
+	hold := len(held) == len(entries)
+	changed := false
+	for _, e := range entries {
+		key := clusterreport.EntryKey(e)
+		old, ok := held[key]
+		switch {
+		case !ok:
+			hold = false
+		case !equality.Semantic.DeepEqual(old, e):
+			changed = true
+			hold = hold && passing[key] && equality.Semantic.DeepEqual(old.Conditions, e.Conditions)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding.Wait(cluster, hold && changed, argoapp.DefaultSettleWait, time.Now())
 }
 
 func (s *StandIns) lastPublished(cluster string) []metav1.Condition {
@@ -380,8 +443,10 @@ func sameCondition(a, b metav1.Condition) bool {
 }
 
 // reportedApp is the agent's report of the Application that work carries, once applied:
-// its resources, in a namespace of the app's name, and injected conditions.
-func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condition, resources []argoapp.ResourceStatus) (clusterreport.App, bool) {
+// in the state that the work's status feedback shows (reconcileWork writes it), observed
+// at observedAt, its resources in that state, in a namespace of the app's name, and
+// injected conditions.
+func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condition, resources []argoapp.ResourceStatus, observedAt time.Time) (clusterreport.App, bool) {
 	hubName := work.Annotations[argoapp.AnnotationHubApplicationName]
 	if hubName == "" || meta.FindStatusCondition(work.Status.Conditions, workv1.WorkApplied) == nil || work.DeletionTimestamp != nil {
 		return clusterreport.App{}, false
@@ -395,22 +460,28 @@ func reportedApp(work *workv1.ManifestWork, injected map[string][]argoapp.Condit
 		if json.Unmarshal(m.Raw, &payload) != nil || payload.Kind != argoapp.KindApplication {
 			continue
 		}
+		state := observed.FeedbackOf(work)
 		app := clusterreport.App{
 			Namespace: payload.Metadata.Namespace, Name: payload.Metadata.Name,
 			HubNamespace: work.Annotations[argoapp.AnnotationHubApplicationNamespace], HubName: hubName,
 			ApplicationSet: work.Annotations[argoapp.AnnotationHostingApplicationSet],
 			ManifestWork:   work.Name,
-			Sync:           argoapp.SyncStatus{Status: "Synced", Revision: SyncRevision},
-			Health:         argoapp.HealthStatus{Status: "Healthy"},
-			// The operation that the work's feedback says (reconcileWork), as a real agent
-			// reports the one the spoke Argo CD ran.
-			Operation:  argoapp.OperationState{Phase: argoapp.OperationSucceeded, StartedAt: work.CreationTimestamp.UTC().Format(time.RFC3339)},
-			Resources:  slices.Clone(resources),
-			Conditions: injected[hubName],
-			ObservedAt: work.CreationTimestamp.UTC(),
+			Sync:           argoapp.SyncStatus{Status: state.SyncStatus, Revision: state.SyncRevision},
+			Health:         argoapp.HealthStatus{Status: state.HealthStatus},
+			Operation:      argoapp.OperationState{Phase: state.OperationStatePhase, StartedAt: state.OperationStateStartedAt},
+			Conditions:     injected[hubName],
+			ObservedAt:     observedAt.UTC(),
+		}
+		if state.SyncStatus != "" { // Argo CD lists an app's resources once it has compared it
+			app.Resources = slices.Clone(resources)
 		}
 		for i := range app.Resources {
-			app.Resources[i].Namespace = app.Name
+			r := &app.Resources[i]
+			r.Namespace = app.Name
+			r.Status = state.SyncStatus
+			if r.Health.Status != "" {
+				r.Health.Status = cmp.Or(state.HealthStatus, "Missing")
+			}
 		}
 		return app, true
 	}
