@@ -44,7 +44,7 @@ func measurePropagation(ctx context.Context, r *Results, hub *sim.Hub, standIns 
 		return err
 	}
 	start := began.at
-	err = waitFor(ctx, 20*time.Minute, func() (bool, error) {
+	err = waitFor(ctx, 45*time.Minute, func() (bool, error) {
 		settled, err := sim.StatusSettled(ctx, reader, r.Apps, len(clusters), len(appSets), r.Scale.ResourcesPerApp)
 		return settled == "", err
 	})
