@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -118,7 +119,7 @@ func (s *StandIns) reconcileWork(ctx context.Context, req reconcile.Request) (re
 		if !slices.Contains(work.Finalizers, workv1.ManifestWorkFinalizer) {
 			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, s.patchWork(ctx, work, false, finalizersPatch(slices.DeleteFunc(slices.Clone(work.Finalizers), isWorkFinalizer)))
+		return reconcile.Result{}, s.patchWork(ctx, work, finalizersPatch(slices.DeleteFunc(slices.Clone(work.Finalizers), isWorkFinalizer)))
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -135,16 +136,16 @@ func (s *StandIns) reconcileWork(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	step := s.rollout[p.next]
-	body, err := stepPatch(work, step)
+	patch, err := stepPatch(work, step)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	for range step.Conflicts {
-		if err := s.patchWork(ctx, work, !step.Finalizer, staleResourceVersion(body)); err == nil {
+		if err := s.patchWork(ctx, work, patch.at(staleResourceVersion)); err == nil {
 			return reconcile.Result{}, fmt.Errorf("work %s: a patch of a stale resourceVersion was not refused", req)
 		}
 	}
-	if err := s.patchWork(ctx, work, !step.Finalizer, body); err != nil {
+	if err := s.patchWork(ctx, work, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	s.mu.Lock()
@@ -201,42 +202,56 @@ func (s *StandIns) forgetWork(uid types.UID) {
 	s.mu.Unlock()
 }
 
-// patchWork sends a JSON merge patch of the work, or of its status.
-func (s *StandIns) patchWork(ctx context.Context, work *workv1.ManifestWork, status bool, body []byte) error {
-	target := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: work.Namespace, Name: work.Name}}
-	patch := client.RawPatch(types.MergePatchType, body)
-	if status {
-		return s.workAgent.Status().Patch(ctx, target, patch)
+// workPatch is a JSON merge patch of a work: of its finalizers, or of its status.
+type workPatch struct {
+	Metadata *patchMetadata             `json:"metadata,omitempty"`
+	Status   *workv1.ManifestWorkStatus `json:"status,omitempty"`
+}
+
+type patchMetadata struct {
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Finalizers is a pointer, so that an empty list removes the last one.
+	Finalizers *[]string `json:"finalizers,omitempty"`
+}
+
+// staleResourceVersion is a resourceVersion that no object has any more.
+const staleResourceVersion = "1"
+
+// at is the patch, sent only if the work is at resourceVersion.
+func (p workPatch) at(resourceVersion string) workPatch {
+	metadata := patchMetadata{}
+	if p.Metadata != nil {
+		metadata = *p.Metadata
 	}
-	return s.workAgent.Patch(ctx, target, patch)
+	metadata.ResourceVersion = resourceVersion
+	p.Metadata = &metadata
+	return p
+}
+
+func finalizersPatch(finalizers []string) workPatch {
+	return workPatch{Metadata: &patchMetadata{Finalizers: &finalizers}}
+}
+
+// patchWork sends patch: to the work's status subresource when it patches the status.
+func (s *StandIns) patchWork(ctx context.Context, work *workv1.ManifestWork, patch workPatch) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	target := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: work.Namespace, Name: work.Name}}
+	if patch.Status != nil {
+		return s.workAgent.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
+	}
+	return s.workAgent.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
 }
 
 func isWorkFinalizer(f string) bool { return f == workv1.ManifestWorkFinalizer }
-
-func finalizersPatch(finalizers []string) []byte {
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers}})
-	return body
-}
-
-// staleResourceVersion is body with a resourceVersion that no object has any more.
-func staleResourceVersion(body []byte) []byte {
-	var patch map[string]any
-	_ = json.Unmarshal(body, &patch)
-	metadata, _ := patch["metadata"].(map[string]any)
-	if metadata == nil {
-		metadata = map[string]any{}
-		patch["metadata"] = metadata
-	}
-	metadata["resourceVersion"] = "1"
-	out, _ := json.Marshal(patch)
-	return out
-}
 
 // stepPatch is the patch that writes step of work: its finalizer, or its status as the
 // step says. It names no resourceVersion: a step declares the whole status, and the
 // refusals of the real work agent's patches are the step's Conflicts, not the lag of the
 // stand-in's cache.
-func stepPatch(work *workv1.ManifestWork, step WorkStep) ([]byte, error) {
+func stepPatch(work *workv1.ManifestWork, step WorkStep) (workPatch, error) {
 	if step.Finalizer {
 		return finalizersPatch(append(slices.Clone(work.Finalizers), workv1.ManifestWorkFinalizer)), nil
 	}
@@ -245,7 +260,7 @@ func stepPatch(work *workv1.ManifestWork, step WorkStep) ([]byte, error) {
 	for i, m := range work.Spec.Workload.Manifests {
 		obj := &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(m.Raw); err != nil {
-			return nil, fmt.Errorf("decode manifest %d of work %s/%s: %w", i, work.Namespace, work.Name, err)
+			return workPatch{}, fmt.Errorf("decode manifest %d of work %s/%s: %w", i, work.Namespace, work.Name, err)
 		}
 		gvk := obj.GroupVersionKind()
 		mc := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{
@@ -260,7 +275,7 @@ func stepPatch(work *workv1.ManifestWork, step WorkStep) ([]byte, error) {
 			meta.SetStatusCondition(&mc.Conditions, metav1.Condition{Type: "StatusFeedbackSynced", Status: metav1.ConditionTrue, Reason: "StatusFeedbackSynced"})
 		}
 		if gvk.GroupKind() == argoapp.ApplicationGVK.GroupKind() && step.App != nil {
-			mc.StatusFeedbacks.Values = feedbackOf(*step.App, work.CreationTimestamp.Time)
+			mc.StatusFeedbacks.Values = feedbackValues(*step.App, work.CreationTimestamp.Time)
 		}
 		status.ResourceStatus.Manifests = append(status.ResourceStatus.Manifests, mc)
 	}
@@ -272,13 +287,13 @@ func stepPatch(work *workv1.ManifestWork, step WorkStep) ([]byte, error) {
 			})
 		}
 	}
-	return json.Marshal(map[string]any{"status": status})
+	return workPatch{Status: &status}, nil
 }
 
-// feedbackOf is the status feedback of an Application in state: the values that it has,
+// feedbackValues are the status feedback of an Application in state: the values that it has,
 // and the sync status always (Argo CD's first look leaves it empty); the revision once
 // Synced, and the operation's start, the work's creation, once an operation ran.
-func feedbackOf(state AppState, created time.Time) []workv1.FeedbackValue {
+func feedbackValues(state AppState, created time.Time) []workv1.FeedbackValue {
 	values := []workv1.FeedbackValue{feedback(argoapp.FeedbackSyncStatus, state.Sync)}
 	if state.Health != "" {
 		values = append(values, feedback(argoapp.FeedbackHealthStatus, state.Health))
@@ -292,4 +307,8 @@ func feedbackOf(state AppState, created time.Time) []workv1.FeedbackValue {
 			feedback(argoapp.FeedbackOperationStateStartedAt, created.UTC().Format(time.RFC3339)))
 	}
 	return values
+}
+
+func feedback(name, value string) workv1.FeedbackValue {
+	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(value)}}
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -71,17 +70,14 @@ func TestFleetRolloutSpread(t *testing.T) {
 func TestFleetRolloutEndsHealthy(t *testing.T) {
 	for name, rollout := range map[string][]WorkStep{"FleetRollout": FleetRollout, "AtOnce": AtOnce} {
 		work := pulledWork("cluster-1", "w")
-		body, err := stepPatch(work, rollout[len(rollout)-1])
+		patch, err := stepPatch(work, rollout[len(rollout)-1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		var patch struct {
-			Status workv1.ManifestWorkStatus `json:"status"`
+		if patch.Status == nil || patch.Metadata != nil {
+			t.Fatalf("%s's last step patches %+v, not the status alone", name, patch)
 		}
-		if err := json.Unmarshal(body, &patch); err != nil {
-			t.Fatal(err)
-		}
-		work.Status = patch.Status
+		work.Status = *patch.Status
 		f := observed.FeedbackOf(work)
 		if f.SyncStatus != argoapp.SyncSynced || f.HealthStatus != argoapp.HealthHealthy || f.OperationStatePhase != argoapp.OperationSucceeded || f.SyncRevision != SyncRevision {
 			t.Errorf("%s ends with the feedback %+v", name, f)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -208,10 +207,6 @@ func (h *Hub) StartStandIns(ctx context.Context, opts StandInOptions) (*StandIns
 	return s, nil
 }
 
-func feedback(name, value string) workv1.FeedbackValue {
-	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(value)}}
-}
-
 // Inject makes the agent of cluster report conditions for the hub Application
 // appName: a change on the cluster, which its agent publishes PublishDelay later.
 func (s *StandIns) Inject(cluster, appName string, conditions ...argoapp.Condition) {
@@ -237,9 +232,9 @@ func (s *StandIns) reconcileAgent(ctx context.Context, cluster string) (reconcil
 	if err := s.mgr.GetClient().List(ctx, works, client.InNamespace(cluster)); err != nil {
 		return reconcile.Result{}, err
 	}
-	// A copy: Inject writes into the cluster's map meanwhile.
+	// Under the lock: Inject writes into the cluster's map, and the work agent stepAt.
 	s.mu.Lock()
-	injected := maps.Clone(s.injected[cluster])
+	injected := s.injected[cluster]
 	var report clusterreport.Report
 	for i := range works.Items {
 		work := &works.Items[i]
