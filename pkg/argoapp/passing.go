@@ -23,9 +23,11 @@ func PassingState(syncStatus, healthStatus, operationPhase string, syncsAutomati
 }
 
 // DefaultSettleWait is how long a passing state may be held back by default: a guestbook
-// app on the local fleet goes from its work's apply to Synced and Healthy in about as
-// long. The hub is then at most this far behind an app that passes through states.
-const DefaultSettleWait = 5 * time.Second
+// app on the local fleet goes from Argo CD's first look at it to Synced and Healthy in 5
+// to 14 s (test/sim FleetRollout), so that its rollout is written once, when it settles.
+// The hub is at most this far behind an app that passes through states; no one on the hub
+// waits for them (AwaitedOperation), and a failure or a settled state is not held.
+const DefaultSettleWait = 15 * time.Second
 
 // SettleHolds keep, for each key (an app, a report, a cluster's slices), since when its
 // write has been held back for a passing state, so that none waits longer than the settle

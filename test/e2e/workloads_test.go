@@ -32,7 +32,9 @@ var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 		slowNS     = "workloads-slow"
 		failing    = "workloads-failing"
 		failingNS  = "workloads-failing"
-		readyAfter = "15s"
+		// readyAfter outlasts the settle wait (argoapp.DefaultSettleWait, 15 s) by 15 s:
+		// the hub shows a Progressing that lasts that long.
+		readyAfter = "30s"
 	)
 	var (
 		hubDyn   dynamic.Interface

@@ -325,9 +325,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	// While its apps roll out, a report is written when they settle, or once per
-	// SettleWait while they do not; news go at once.
+	// SettleWait while they do not; news go at once, and so does the undoing of another
+	// writer's change.
 	news := newsOf(apps)
-	if wait := r.settleWait(req.NamespacedName, exists, apps, news, time.Now()); wait > 0 {
+	asWritten := exists && current.GetAnnotations()[hubcache.ReportOtherWriterAnnotation] == ""
+	if wait := r.settleWait(req.NamespacedName, asWritten, apps, news, time.Now()); wait > 0 {
 		if recheck > 0 {
 			wait = min(wait, recheck)
 		}

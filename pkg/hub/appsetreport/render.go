@@ -162,7 +162,7 @@ func (h *resourceHeap) Pop() any {
 // clusterCondition renders one cluster entry.
 func clusterCondition(appSetNamespace string, a ClusterApp) appsv1alpha1.ClusterCondition {
 	s := a.State
-	c := appsv1alpha1.ClusterCondition{
+	return appsv1alpha1.ClusterCondition{
 		Cluster:                 a.Cluster,
 		App:                     AppField(appSetNamespace, a.HubApp, a.Cluster, a.ManifestWork),
 		SyncStatus:              cmp.Or(s.SyncStatus, observed.StatusUnknown),
@@ -171,28 +171,36 @@ func clusterCondition(appSetNamespace string, a ClusterApp) appsv1alpha1.Cluster
 		SyncRevisions:           slices.Clone(s.SyncRevisions),
 		OperationStatePhase:     s.OperationPhase,
 		OperationStateStartedAt: s.OperationStart,
+		Conditions:              reportedConditions(a),
 	}
-	for _, cond := range s.Conditions {
-		if !clusterreport.IsErrorCondition(cond.Type) || len(c.Conditions) == MaxConditionsPerCluster {
+}
+
+// reportedConditions are the conditions of a's entry in the report: Argo CD's errors, at
+// most MaxConditionsPerCluster, each cut to MaxConditionMessageBytes, then the hub's
+// notes that the cluster's state is stale, or its report rejected or missing the app.
+func reportedConditions(a ClusterApp) []appsv1alpha1.Condition {
+	var conditions []appsv1alpha1.Condition
+	for _, cond := range a.State.Conditions {
+		if !clusterreport.IsErrorCondition(cond.Type) || len(conditions) == MaxConditionsPerCluster {
 			continue
 		}
-		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{
+		conditions = append(conditions, appsv1alpha1.Condition{
 			Type: cond.Type, Message: clusterreport.TruncateMessage(cond.Message, MaxConditionMessageBytes),
 		})
 	}
 	if a.Stale != nil {
 		stale := a.Stale.Condition(a.Cluster)
-		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: stale.Type, Message: stale.Message})
+		conditions = append(conditions, appsv1alpha1.Condition{Type: stale.Type, Message: stale.Message})
 	}
 	if a.Rejected != nil {
 		invalid := a.Rejected.Condition(a.Cluster)
-		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: invalid.Type, Message: invalid.Message})
+		conditions = append(conditions, appsv1alpha1.Condition{Type: invalid.Type, Message: invalid.Message})
 	}
 	if a.NotReported != nil {
 		absent := a.NotReported.Condition()
-		c.Conditions = append(c.Conditions, appsv1alpha1.Condition{Type: absent.Type, Message: absent.Message})
+		conditions = append(conditions, appsv1alpha1.Condition{Type: absent.Type, Message: absent.Message})
 	}
-	return c
+	return conditions
 }
 
 // resourceRef names a resource the way the report does.

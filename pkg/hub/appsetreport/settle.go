@@ -15,26 +15,23 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ocm-gitops/argocd-pull-addon/pkg/argoapp"
+	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 )
 
 // newsOf is the digest of what a report of apps carries that must not wait: which apps
-// of which clusters it holds, their conditions (Argo CD's errors), and whether the hub
-// can tell their state (an unavailable addon, a rejected or missing report). An app's
-// sync and health are not news while another app of the report is passing: the report
-// is the ApplicationSet's view, and each hub Application shows its own at once.
+// of which clusters it holds, and their conditions as it shows them (Argo CD's errors;
+// the hub's notes that it cannot tell their state: an unavailable addon, since when, a
+// rejected or missing report). An app's sync and health are not news while another app
+// of the report is passing: the report is the ApplicationSet's view, and each hub
+// Application shows its own at once.
 func newsOf(apps []ClusterApp) [sha256.Size]byte {
 	type appNews struct {
 		Cluster, HubApp, ManifestWork string
-		Conditions                    []argoapp.Condition
-		Stale, Rejected, NotReported  bool
+		Conditions                    []appsv1alpha1.Condition
 	}
 	news := make([]appNews, 0, len(apps))
 	for _, a := range apps {
-		news = append(news, appNews{
-			Cluster: a.Cluster, HubApp: a.HubApp, ManifestWork: a.ManifestWork, Conditions: a.State.Conditions,
-			Stale: a.Stale != nil, Rejected: a.Rejected != nil, NotReported: a.NotReported != nil,
-		})
+		news = append(news, appNews{Cluster: a.Cluster, HubApp: a.HubApp, ManifestWork: a.ManifestWork, Conditions: reportedConditions(a)})
 	}
 	slices.SortFunc(news, func(a, b appNews) int {
 		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.HubApp, b.HubApp))
@@ -44,15 +41,16 @@ func newsOf(apps []ClusterApp) [sha256.Size]byte {
 }
 
 // settleWait returns how much longer the write of the report key may wait: while the
-// report exists, one of its apps is passing (ClusterApp.Passing) and its news are those
-// this controller last wrote, for at most SettleWait from the first change it held. Once
-// no app passes, the report is written at once. Zero or less: write now, as for a report
-// this process has not written yet.
-func (r *reconciler) settleWait(key types.NamespacedName, exists bool, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
+// report is as this controller wrote it (asWritten: it exists, and no other writer
+// changed its statuses since), one of its apps is passing (ClusterApp.Passing) and its
+// news are those this controller last wrote, for at most SettleWait from the first change
+// it held. Once no app passes, the report is written at once. Zero or less: write now, as
+// for a report this process has not written yet.
+func (r *reconciler) settleWait(key types.NamespacedName, asWritten bool, apps []ClusterApp, news [sha256.Size]byte, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	written, ok := r.news[key]
-	mayWait := exists && ok && written == news && slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing })
+	mayWait := asWritten && ok && written == news && slices.ContainsFunc(apps, func(a ClusterApp) bool { return a.Passing })
 	return r.held.Wait(key, mayWait, r.opts.SettleWait, now)
 }
 
