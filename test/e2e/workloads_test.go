@@ -26,12 +26,12 @@ import (
 // verdict on Pods that run, or that never become Ready.
 var _ = Describe("Workloads on the managed clusters", Ordered, func() {
 	const (
-		placement  = "workloads-placement"
-		appSet     = "workloads-appset"
-		slowPath   = "workloads/slow"
-		slowNS     = "workloads-slow"
-		failing    = "workloads-failing"
-		failingNS  = "workloads-failing"
+		placement = "workloads-placement"
+		appSet    = "workloads-appset"
+		slowPath  = "workloads/slow"
+		slowNS    = "workloads-slow"
+		failing   = "workloads-failing"
+		failingNS = "workloads-failing"
 		// readyAfter outlasts the settle wait (argoapp.DefaultSettleWait, 15 s) by 15 s:
 		// the hub shows a Progressing that lasts that long.
 		readyAfter = "30s"
