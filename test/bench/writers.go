@@ -30,18 +30,19 @@ var writers = []string{writerWorkAgent, writerManager, writerAgents, writerBench
 // writer real: one ApplicationSet of 20 pulled guestbook apps (10 on each of 2 clusters),
 // from its creation until every app was Synced and Healthy on the hub and in the report,
 // counted from the hub's audit log by the e2e spec of a rollout's cost. Each figure is
-// the median of three runs of the spec alone on the machine (2026-12-07, commit 3ab1fc5);
-// the runs ranged 10.6 to 11.75 for the work agent's status patches (of which, in a
-// fourth run, 3.25 refused with a conflict), 2.0 to 2.1 for the manager's patches of the
-// Applications, 0.95 to 1.25 for the slices and 0.6 to 0.65 for the agents' reports. The
-// ApplicationSet controller's writes past the creates (PUT applicationsets/status 1.1 to
-// 1.3 and 1.0 Events per app) have no stand-in. The report is the ApplicationSet's: the
-// bench's shape has one ApplicationSet per 2 (-scale fleet) or 1,000 apps, so its writes
-// per app are not the fleet's, and it is left out.
+// the median of three runs of the spec alone on the machine (2026-12-08, commit 34376cf,
+// a rollout's passing states held for 15 s); the runs ranged 10.7 to 11.5 for the work
+// agent's status patches (of which, in a run of 2026-12-07, 3.25 refused with a
+// conflict), 1.0 in each for the manager's patches of the Applications, 1.0 to 1.1 for
+// the slices and 0.55 to 0.65 for the agents' reports. The ApplicationSet controller's
+// writes past the creates (PUT applicationsets/status 0.65 to 0.8 and 1.0 to 1.05 Events
+// per app) have no stand-in. The report is the ApplicationSet's: the bench's shape has
+// one ApplicationSet per 2 (-scale fleet) or 1,000 apps, so its writes per app are not
+// the fleet's, and it is left out.
 var fleetCase = map[string]sim.Requests{
-	writerWorkAgent: {"PATCH manifestworks/status": 11.75, "PATCH manifestworks": 1.0},
-	writerManager:   {"PATCH applications": 2.05, "APPLY manifestworks": 1.0},
-	writerAgents:    {"APPLY applicationstatusslices": 1.15, "APPLY managedclusteraddons/status": 0.65},
+	writerWorkAgent: {"PATCH manifestworks/status": 11.0, "PATCH manifestworks": 1.0},
+	writerManager:   {"PATCH applications": 1.0, "APPLY manifestworks": 1.0},
+	writerAgents:    {"APPLY applicationstatusslices": 1.0, "APPLY managedclusteraddons/status": 0.6},
 	writerBench:     {"POST applications": 1.0},
 }
 
