@@ -176,8 +176,9 @@ func countSlices(ctx context.Context, hub *sim.Hub, resources int) (slices, comp
 
 // measureSteadyState is the second half of P4: the hub writes while nothing changes.
 func measureSteadyState(ctx context.Context, r *Results, hub *sim.Hub, standIns *sim.StandIns, manager *sim.Manager, step func(string, ...any)) error {
-	// Let the last reconciles of P1 finish.
-	time.Sleep(5 * time.Second)
+	// Let the last reconciles of P1 finish, and the writes they held back for a passing
+	// state (at most argoapp.DefaultSettleWait) with them.
+	time.Sleep(argoapp.DefaultSettleWait + 5*time.Second)
 	step("P4: counting writes for %s while nothing changes", r.Scale.SteadyWindow)
 	before, err := hub.RequestCounts(ctx)
 	if err != nil {

@@ -372,8 +372,9 @@ against a second apiserver. The whole run took %s.
   shows what the manager held near its peak.
 - **P4** counts the apiserver's write requests (POST, PUT, PATCH, APPLY, DELETE) during
   P2, without the agents' own report and slice writes and the leader's lease renewals, per change
-  seen: %s. The steady state counts them for %s after everything settled, with nothing
-  changing: %s.
+  seen: %s. The steady state counts them for %s, from the settle wait (the longest a
+  write may be held back for a passing state) and 5 s after everything settled, with
+  nothing changing: %s.
 - **P5** runs the agent binary against its own apiserver with %d local Applications of
   %d resources each, their resource trees in a Redis as Argo CD 3 writes them, and a hub
   with admin credentials; its peak RSS (VmHWM), the time of each change (a SyncError set
