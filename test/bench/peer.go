@@ -161,7 +161,7 @@ func startProjectManager(ctx context.Context, hub *sim.Hub, binary string, works
 		return nil, err
 	}
 	started := &startedManager{Process: manager.Process, stop: func() { manager.Stop(30 * time.Second); hubRedis.Close() }}
-	if err := waitForAgentDeploys(ctx, works, clusters); err != nil {
+	if err := waitForAgentDeploys(ctx, works, clusters, false); err != nil {
 		started.stop()
 		return nil, err
 	}

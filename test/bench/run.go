@@ -87,7 +87,7 @@ func run(ctx context.Context, scale Scale, dir string) (*Results, error) {
 	// The addon framework installs the agent on every cluster first, as it would long
 	// before the first Application: its deploy work per cluster.
 	start := time.Now()
-	if err := waitForAgentDeploys(ctx, standIns.Reader(), len(clusters)); err != nil {
+	if err := waitForAgentDeploys(ctx, standIns.Reader(), len(clusters), true); err != nil {
 		return r, err
 	}
 	r.AddonInstall = time.Since(start)
@@ -163,12 +163,13 @@ func createClusters(ctx context.Context, hub *sim.Hub, scale Scale) ([]string, [
 }
 
 // waitForAgentDeploys waits until the manager's addon framework has deployed the agent
-// to every one of the clusters (its deploy work in each cluster's namespace, Available),
-// as it would long before the first Application, as reader (a cache) sees it.
-func waitForAgentDeploys(ctx context.Context, reader client.Reader, clusters int) error {
+// to every one of the clusters (its deploy work in each cluster's namespace, and with a
+// work agent, Available), as it would long before the first Application, as reader (a
+// cache) sees it. Without a work agent (-peer), no work becomes Available.
+func waitForAgentDeploys(ctx context.Context, reader client.Reader, clusters int, workAgent bool) error {
 	err := waitFor(ctx, 15*time.Minute, func() (bool, error) {
 		n, err := sim.CountWorks(ctx, reader, func(w *workv1.ManifestWork) bool {
-			return !sim.IsPulledWork(w) && meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkAvailable)
+			return !sim.IsPulledWork(w) && (!workAgent || meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkAvailable))
 		})
 		return n >= clusters, err
 	})
