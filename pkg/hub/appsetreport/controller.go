@@ -304,6 +304,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The write time and the cut go in before the fit: the served schema may declare
 	// neither lastUpdateTime nor summary.truncated. The counts are exact either way.
 	rendered := RenderStatuses(req.Namespace, apps)
+	news := newsOf(rendered.ClusterConditions)
 	rendered.LastUpdateTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
 	envelope, err := reportEnvelopeBytes(req.NamespacedName, appSet)
 	if err != nil {
@@ -327,7 +328,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// While its apps roll out, a report is written when they settle, or once per
 	// SettleWait while they do not; news go at once, and so does the undoing of another
 	// writer's change.
-	news := newsOf(apps)
 	asWritten := exists && current.GetAnnotations()[hubcache.ReportOtherWriterAnnotation] == ""
 	if wait := r.settleWait(req.NamespacedName, asWritten, apps, news, time.Now()); wait > 0 {
 		if recheck > 0 {

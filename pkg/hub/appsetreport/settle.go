@@ -6,11 +6,9 @@ package appsetreport
 // app. What must not wait (news) goes at once.
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -18,25 +16,22 @@ import (
 	appsv1alpha1 "github.com/ocm-gitops/argocd-pull-addon/pkg/apis/apps/v1alpha1"
 )
 
-// newsOf is the digest of what a report of apps carries that must not wait: which apps
-// of which clusters it holds, and their conditions as it shows them (Argo CD's errors;
-// the hub's notes that it cannot tell their state: an unavailable addon, since when, a
-// rejected or missing report). An app's sync and health are not news while another app
-// of the report is passing: the report is the ApplicationSet's view, and each hub
-// Application shows its own at once.
-func newsOf(apps []ClusterApp) [sha256.Size]byte {
+// newsOf is the digest of what a report's entries (RenderStatuses, in its order) carry
+// that must not wait: which apps of which clusters they are, and their conditions as the
+// report shows them (Argo CD's errors; the hub's notes that it cannot tell their state:
+// an unavailable addon, since when, a rejected or missing report). An app's sync and
+// health are not news while another app of the report is passing: the report is the
+// ApplicationSet's view, and each hub Application shows its own at once.
+func newsOf(entries []appsv1alpha1.ClusterCondition) [sha256.Size]byte {
 	type appNews struct {
-		Cluster, HubApp, ManifestWork string
-		Conditions                    []appsv1alpha1.Condition
+		Cluster, App string
+		Conditions   []appsv1alpha1.Condition
 	}
-	news := make([]appNews, 0, len(apps))
-	for _, a := range apps {
-		news = append(news, appNews{Cluster: a.Cluster, HubApp: a.HubApp, ManifestWork: a.ManifestWork, Conditions: reportedConditions(a)})
+	news := make([]appNews, 0, len(entries))
+	for _, e := range entries {
+		news = append(news, appNews{Cluster: e.Cluster, App: e.App, Conditions: e.Conditions})
 	}
-	slices.SortFunc(news, func(a, b appNews) int {
-		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.HubApp, b.HubApp))
-	})
-	encoded, _ := json.Marshal(news) // plain strings and bools: it cannot fail
+	encoded, _ := json.Marshal(news) // plain strings: it cannot fail
 	return sha256.Sum256(encoded)
 }
 

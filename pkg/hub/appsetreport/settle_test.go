@@ -28,12 +28,15 @@ func TestSettleWait(t *testing.T) {
 		a.Stale = &observed.Staleness{Since: metav1.NewTime(t0.Add(-time.Minute)), Status: status, Reason: "ManagedClusterAddOnLeaseUpdated"}
 		return a
 	}
+	news := func(apps []ClusterApp) [sha256.Size]byte {
+		return newsOf(RenderStatuses("argocd", apps).ClusterConditions)
+	}
 	rolling := []ClusterApp{app("east", "Progressing", true), app("west", "Healthy", false)}
-	written := newsOf([]ClusterApp{app("west", "Healthy", false), app("east", "Missing", true)})
-	if newsOf(rolling) != written {
+	written := news([]ClusterApp{app("west", "Healthy", false), app("east", "Missing", true)})
+	if news(rolling) != written {
 		t.Fatal("the news of a report change with its apps' sync and health, or their order")
 	}
-	if newsOf([]ClusterApp{stale(rolling[1], metav1.ConditionFalse)}) == newsOf([]ClusterApp{stale(rolling[1], metav1.ConditionUnknown)}) {
+	if news([]ClusterApp{stale(rolling[1], metav1.ConditionFalse)}) == news([]ClusterApp{stale(rolling[1], metav1.ConditionUnknown)}) {
 		t.Fatal("the news of a report do not change with the note of a stale cluster, as the report shows it")
 	}
 	for _, tc := range []struct {
@@ -55,7 +58,7 @@ func TestSettleWait(t *testing.T) {
 		if tc.written {
 			r.wroteNews(key, written)
 		}
-		if got := r.settleWait(key, tc.asWritten, tc.apps, newsOf(tc.apps), t0); got != tc.want {
+		if got := r.settleWait(key, tc.asWritten, tc.apps, news(tc.apps), t0); got != tc.want {
 			t.Errorf("%s: settleWait = %v; want %v", tc.name, got, tc.want)
 		}
 	}
